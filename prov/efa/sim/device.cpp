@@ -1,0 +1,712 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Device-level verbs of the software EFA device: device list, context, queries, PD, MR,
+ * AH, completion channels and async events. Exported with rdma-core's names and C ABI.
+ *
+ * Every op of the context's ibv_context_ops / verbs_context is set, to a real
+ * implementation or to a stub that fails with EOPNOTSUPP, because verbs.h inlines and
+ * rdma-core's own exported functions reach the device through them.
+ */
+#include "sim.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+namespace efasim {
+
+namespace {
+
+DeviceEntry g_devices[16];
+std::once_flag g_devices_once;
+
+void init_devices()
+{
+	const Config &c = config();
+	for (int i = 0; i < c.num_devices; i++) {
+		DeviceEntry &d = g_devices[i];
+		std::memset(&d.dev, 0, sizeof d.dev);
+		d.index = i;
+		d.dev.node_type = IBV_NODE_UNSPECIFIED;
+		d.dev.transport_type = IBV_TRANSPORT_UNSPECIFIED;
+		snprintf(d.dev.name, sizeof d.dev.name, "efasim%d", i);
+		snprintf(d.dev.dev_name, sizeof d.dev.dev_name, "uverbs-efasim%d", i);
+		snprintf(d.dev.dev_path, sizeof d.dev.dev_path, "/sys/class/infiniband_verbs/uverbs-efasim%d", i);
+		snprintf(d.dev.ibdev_path, sizeof d.dev.ibdev_path, "/sys/class/infiniband/efasim%d", i);
+	}
+}
+
+DeviceEntry *entry_of(ibv_device *dev)
+{
+	for (auto &d : g_devices)
+		if (&d.dev == dev)
+			return &d;
+	return nullptr;
+}
+
+/* ---- stubs for ops the device does not implement */
+template <typename R, typename... A> R enosys_ptr(A...)
+{
+	errno = EOPNOTSUPP;
+	return nullptr;
+}
+template <typename... A> int enosys_int(A...) { return EOPNOTSUPP; }
+void *compat_null() { return nullptr; }
+
+} // namespace
+
+Context *Context::from(ibv_context *c)
+{
+	auto *v = reinterpret_cast<verbs_context *>(reinterpret_cast<uint8_t *>(c) - offsetof(verbs_context, context));
+	return reinterpret_cast<Context *>(v);
+}
+
+void fill_device_attr(ibv_device_attr &a, int index)
+{
+	const Config &c = config();
+	std::memset(&a, 0, sizeof a);
+	snprintf(a.fw_ver, sizeof a.fw_ver, "0.1.0 efasim");
+	uint64_t guid = 0x0200efa5e0000000ull | uint64_t(index);
+	a.node_guid = htobe64(guid);
+	a.sys_image_guid = htobe64(guid);
+	a.max_mr_size = 1ull << 40;
+	a.page_size_cap = 4096 | (2u << 20);
+	a.vendor_id = 0x1d0f;
+	a.vendor_part_id = c.profile->vendor_part_id;
+	a.hw_ver = 1;
+	a.max_qp = int(c.max_qp);
+	a.max_qp_wr = 4096;
+	a.max_sge = 2;
+	a.max_sge_rd = 1;
+	a.max_cq = 4096;
+	a.max_cqe = 1 << 22;
+	a.max_mr = 1 << 20;
+	a.max_pd = 1024;
+	a.max_ah = 1 << 16;
+	a.max_pkeys = 1;
+	a.phys_port_cnt = 1;
+	a.atomic_cap = IBV_ATOMIC_NONE;
+}
+
+void fill_port_attr(ibv_port_attr &a)
+{
+	std::memset(&a, 0, sizeof a);
+	a.state = IBV_PORT_ACTIVE;
+	a.max_mtu = IBV_MTU_4096;
+	a.active_mtu = IBV_MTU_4096;
+	a.gid_tbl_len = 1;
+	a.max_msg_sz = config().mtu;
+	a.pkey_tbl_len = 1;
+	a.lid = 0;
+	a.active_width = 2; /* 4x */
+	a.active_speed = 32; /* EDR: 4 x 25 Gb/s = 100 Gb/s */
+	a.phys_state = 5;    /* LinkUp */
+	a.link_layer = IBV_LINK_LAYER_UNSPECIFIED;
+}
+
+void fill_efadv_attr(efadv_device_attr_cur &a)
+{
+	const Config &c = config();
+	std::memset(&a, 0, sizeof a);
+	a.max_sq_wr = 4096;
+	a.max_rq_wr = 32768;
+	a.max_sq_sge = 2;
+	a.max_rq_sge = 2;
+	a.inline_buf_size = c.profile->inline_buf_size;
+	a.inline_buf_size_ex = c.profile->inline_buf_size_ex;
+	a.device_caps = c.profile->device_caps;
+	a.max_rdma_size = (c.profile->device_caps & (EFADV_DEVICE_ATTR_CAPS_RDMA_READ | EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE))
+				  ? c.max_rdma_size
+				  : 0;
+}
+
+Mr *Runtime::mr_lookup(uint32_t key)
+{
+	uint32_t slot = (key & 0xffffff) - 1;
+	if (slot >= mrs.size())
+		return nullptr;
+	Mr *m = mrs[slot];
+	if (!m || uint8_t(key >> 24) != mr_gen[slot])
+		return nullptr;
+	return m;
+}
+
+bool Runtime::pd_has_ah(Pd *pd, const Gid &gid, uint16_t *ahn)
+{
+	auto it = pd->ah_by_gid.find(gid);
+	if (it == pd->ah_by_gid.end())
+		return false;
+	if (ahn)
+		*ahn = it->second.ahn;
+	return true;
+}
+
+bool sge_valid(Runtime *rt, Pd *pd, const Sge &s, int need_access)
+{
+	Mr *m = rt->mr_lookup(s.lkey);
+	if (!m || m->pd != pd || (need_access && !(m->access & need_access)))
+		return false;
+	uint64_t base = reinterpret_cast<uint64_t>(m->mr.addr);
+	return s.addr >= base && s.addr - base <= m->mr.length && s.length <= m->mr.length - (s.addr - base);
+}
+
+Context *Context::checked(ibv_context *c)
+{
+	if (!c || c->abi_compat != __VERBS_ABI_IS_EXTENDED)
+		return nullptr;
+	Context *ctx = from(c);
+	return ctx->magic == kMagic ? ctx : nullptr;
+}
+
+/* ------------------------------------------------------------------ context ops */
+int ops::query_port(ibv_context *, uint8_t port, ibv_port_attr *attr, size_t len)
+{
+	if (port != 1)
+		return EINVAL;
+	ibv_port_attr a;
+	fill_port_attr(a);
+	std::memset(attr, 0, len);
+	std::memcpy(attr, &a, std::min(len, sizeof a));
+	return 0;
+}
+
+int ops::query_device_ex(ibv_context *ctx, const ibv_query_device_ex_input *in, ibv_device_attr_ex *attr,
+			 size_t len)
+{
+	if (in && in->comp_mask)
+		return EINVAL;
+	if (len < sizeof(ibv_device_attr))
+		return EINVAL;
+	ibv_device_attr_ex a{};
+	fill_device_attr(a.orig_attr, Context::from(ctx)->rt->index);
+	a.phys_port_cnt_ex = 1;
+	std::memset(attr, 0, len);
+	std::memcpy(attr, &a, std::min(len, sizeof a));
+	return 0;
+}
+
+} // namespace efasim
+
+using namespace efasim;
+
+/* ================================================================== exported */
+
+EFASIM_EXPORT ibv_device **ibv_get_device_list(int *num)
+{
+	std::call_once(g_devices_once, init_devices);
+	const Config &c = config();
+	int n = c.error.empty() ? c.num_devices : 0;
+	auto **list = static_cast<ibv_device **>(calloc(size_t(n) + 1, sizeof(ibv_device *)));
+	if (!list) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	for (int i = 0; i < n; i++)
+		list[i] = &g_devices[i].dev;
+	if (num)
+		*num = n;
+	return list;
+}
+
+EFASIM_EXPORT void ibv_free_device_list(ibv_device **list) { free(list); }
+
+EFASIM_EXPORT const char *ibv_get_device_name(ibv_device *dev) { return dev ? dev->name : nullptr; }
+
+EFASIM_EXPORT __be64 ibv_get_device_guid(ibv_device *dev)
+{
+	DeviceEntry *e = entry_of(dev);
+	return htobe64(0x0200efa5e0000000ull | uint64_t(e ? e->index : 0));
+}
+
+EFASIM_EXPORT int ibv_get_device_index(ibv_device *dev)
+{
+	DeviceEntry *e = entry_of(dev);
+	return e ? e->index : -1;
+}
+
+EFASIM_EXPORT ibv_context *ibv_open_device(ibv_device *dev)
+{
+	DeviceEntry *e = entry_of(dev);
+	if (!e || e->index >= config().num_devices || !config().error.empty()) {
+		errno = ENODEV;
+		return nullptr;
+	}
+	auto *ctx = new (std::nothrow) Context();
+	if (!ctx) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	std::memset(&ctx->vctx, 0, sizeof ctx->vctx);
+	ctx->rt = Runtime::acquire(e->index);
+	if (!ctx->rt) {
+		int err = errno;
+		delete ctx;
+		errno = err;
+		return nullptr;
+	}
+	ctx->async_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	ctx->magic = Context::kMagic;
+
+	verbs_context &v = ctx->vctx;
+	ibv_context &c = v.context;
+	c.device = dev;
+	c.cmd_fd = -1;
+	c.async_fd = ctx->async_fd;
+	c.num_comp_vectors = 1;
+	pthread_mutex_init(&c.mutex, nullptr);
+	c.abi_compat = __VERBS_ABI_IS_EXTENDED;
+	v.sz = sizeof(verbs_context);
+
+	ibv_context_ops &o = c.ops;
+	o._compat_query_device = [](ibv_context *cx, ibv_device_attr *a) {
+		fill_device_attr(*a, Context::from(cx)->rt->index);
+		return 0;
+	};
+	o._compat_query_port = [](ibv_context *, uint8_t, _compat_ibv_port_attr *) { return EOPNOTSUPP; };
+	o._compat_alloc_pd = o._compat_dealloc_pd = o._compat_reg_mr = o._compat_rereg_mr =
+		o._compat_dereg_mr = o._compat_create_cq = o._compat_cq_event = o._compat_resize_cq =
+			o._compat_destroy_cq = o._compat_create_srq = o._compat_modify_srq =
+				o._compat_query_srq = o._compat_destroy_srq = o._compat_create_qp =
+					o._compat_query_qp = o._compat_modify_qp = o._compat_destroy_qp =
+						o._compat_create_ah = o._compat_destroy_ah =
+							o._compat_attach_mcast = o._compat_detach_mcast =
+								o._compat_async_event = compat_null;
+	o.alloc_mw = enosys_ptr<ibv_mw *, ibv_pd *, ibv_mw_type>;
+	o.bind_mw = enosys_int<ibv_qp *, ibv_mw *, ibv_mw_bind *>;
+	o.dealloc_mw = enosys_int<ibv_mw *>;
+	o.poll_cq = ops::poll_cq;
+	o.req_notify_cq = ops::req_notify_cq;
+	o.post_srq_recv = enosys_int<ibv_srq *, ibv_recv_wr *, ibv_recv_wr **>;
+	o.post_send = ops::post_send;
+	o.post_recv = ops::post_recv;
+
+	v.query_port = ops::query_port;
+	v.advise_mr = enosys_int<ibv_pd *, ibv_advise_mr_advice, uint32_t, ibv_sge *, uint32_t>;
+	v.alloc_null_mr = enosys_ptr<ibv_mr *, ibv_pd *>;
+	v.read_counters = enosys_int<ibv_counters *, uint64_t *, uint32_t, uint32_t>;
+	v.attach_counters_point_flow = enosys_int<ibv_counters *, ibv_counter_attach_attr *, ibv_flow *>;
+	v.create_counters = enosys_ptr<ibv_counters *, ibv_context *, ibv_counters_init_attr *>;
+	v.destroy_counters = enosys_int<ibv_counters *>;
+	v.reg_dm_mr = enosys_ptr<ibv_mr *, ibv_pd *, ibv_dm *, uint64_t, size_t, unsigned int>;
+	v.alloc_dm = enosys_ptr<ibv_dm *, ibv_context *, ibv_alloc_dm_attr *>;
+	v.free_dm = enosys_int<ibv_dm *>;
+	v.modify_flow_action_esp = enosys_int<ibv_flow_action *, ibv_flow_action_esp_attr *>;
+	v.destroy_flow_action = enosys_int<ibv_flow_action *>;
+	v.create_flow_action_esp = enosys_ptr<ibv_flow_action *, ibv_context *, ibv_flow_action_esp_attr *>;
+	v.modify_qp_rate_limit = enosys_int<ibv_qp *, ibv_qp_rate_limit_attr *>;
+	v.alloc_parent_domain = enosys_ptr<ibv_pd *, ibv_context *, ibv_parent_domain_init_attr *>;
+	v.dealloc_td = enosys_int<ibv_td *>;
+	v.alloc_td = enosys_ptr<ibv_td *, ibv_context *, ibv_td_init_attr *>;
+	v.modify_cq = enosys_int<ibv_cq *, ibv_modify_cq_attr *>;
+	v.post_srq_ops = enosys_int<ibv_srq *, ibv_ops_wr *, ibv_ops_wr **>;
+	v.destroy_rwq_ind_table = enosys_int<ibv_rwq_ind_table *>;
+	v.create_rwq_ind_table = enosys_ptr<ibv_rwq_ind_table *, ibv_context *, ibv_rwq_ind_table_init_attr *>;
+	v.destroy_wq = enosys_int<ibv_wq *>;
+	v.modify_wq = enosys_int<ibv_wq *, ibv_wq_attr *>;
+	v.create_wq = enosys_ptr<ibv_wq *, ibv_context *, ibv_wq_init_attr *>;
+	v.query_rt_values = enosys_int<ibv_context *, ibv_values_ex *>;
+	v.create_cq_ex = ops::create_cq_ex;
+	v.query_device_ex = ops::query_device_ex;
+	v.ibv_destroy_flow = enosys_int<ibv_flow *>;
+	v.ibv_create_flow = enosys_ptr<ibv_flow *, ibv_qp *, ibv_flow_attr *>;
+	v.open_qp = enosys_ptr<ibv_qp *, ibv_context *, ibv_qp_open_attr *>;
+	v.create_qp_ex = ops::create_qp_ex;
+	v.get_srq_num = enosys_int<ibv_srq *, uint32_t *>;
+	v.create_srq_ex = enosys_ptr<ibv_srq *, ibv_context *, ibv_srq_init_attr_ex *>;
+	v.open_xrcd = enosys_ptr<ibv_xrcd *, ibv_context *, ibv_xrcd_init_attr *>;
+	v.close_xrcd = enosys_int<ibv_xrcd *>;
+	return &c;
+}
+
+EFASIM_EXPORT int ibv_close_device(ibv_context *c)
+{
+	if (!c)
+		return EINVAL;
+	Context *ctx = Context::from(c);
+	ctx->magic = 0;
+	Runtime::release(ctx->rt);
+	if (ctx->async_fd >= 0)
+		close(ctx->async_fd);
+	pthread_mutex_destroy(&c->mutex);
+	delete ctx;
+	return 0;
+}
+
+EFASIM_EXPORT int ibv_query_device(ibv_context *c, ibv_device_attr *attr)
+{
+	if (!c || !attr)
+		return EINVAL;
+	fill_device_attr(*attr, Context::from(c)->rt->index);
+	return 0;
+}
+
+/* The exported, pre-1.2 entry point: fills the old layout (up to link_layer). */
+EFASIM_EXPORT int (ibv_query_port)(ibv_context *c, uint8_t port, _compat_ibv_port_attr *attr)
+{
+	if (!c || !attr || port != 1)
+		return EINVAL;
+	ibv_port_attr a;
+	fill_port_attr(a);
+	std::memcpy(attr, &a, offsetof(ibv_port_attr, link_layer) + sizeof a.link_layer);
+	return 0;
+}
+
+EFASIM_EXPORT int ibv_query_gid(ibv_context *c, uint8_t port, int index, ibv_gid *gid)
+{
+	if (!c || !gid || port != 1 || index != 0)
+		return EINVAL;
+	std::memcpy(gid->raw, Context::from(c)->rt->gid.raw, 16);
+	return 0;
+}
+
+EFASIM_EXPORT int _ibv_query_gid_ex(ibv_context *c, uint32_t port, uint32_t index, ibv_gid_entry *entry,
+				    uint32_t flags, size_t len)
+{
+	if (!c || !entry || port != 1 || index != 0 || flags || len < sizeof(ibv_gid_entry))
+		return EINVAL;
+	std::memset(entry, 0, len);
+	std::memcpy(entry->gid.raw, Context::from(c)->rt->gid.raw, 16);
+	entry->gid_index = 0;
+	entry->port_num = 1;
+	entry->gid_type = IBV_GID_TYPE_IB;
+	entry->ndev_ifindex = 0;
+	return 0;
+}
+
+EFASIM_EXPORT int ibv_query_pkey(ibv_context *c, uint8_t port, int index, __be16 *pkey)
+{
+	if (!c || !pkey || port != 1 || index != 0)
+		return EINVAL;
+	*pkey = htons(0xffff);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ PD */
+EFASIM_EXPORT ibv_pd *ibv_alloc_pd(ibv_context *c)
+{
+	if (!c) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	auto *pd = new (std::nothrow) Pd();
+	if (!pd) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	static std::atomic<uint32_t> handles{1};
+	pd->pd.context = c;
+	pd->pd.handle = handles++;
+	pd->ctx = Context::from(c);
+	return &pd->pd;
+}
+
+EFASIM_EXPORT int ibv_dealloc_pd(ibv_pd *p)
+{
+	if (!p)
+		return EINVAL;
+	Pd *pd = reinterpret_cast<Pd *>(p);
+	Runtime *rt = pd->ctx->rt;
+	{
+		std::lock_guard<std::mutex> g(rt->lock);
+		if (!pd->ah_by_gid.empty())
+			return EBUSY;
+		for (Mr *m : rt->mrs)
+			if (m && m->pd == pd)
+				return EBUSY;
+		for (auto &[n, qp] : rt->qps)
+			if (qp->pd == pd)
+				return EBUSY;
+	}
+	delete pd;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ MR */
+namespace {
+
+constexpr int kSupportedAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+				 IBV_ACCESS_RELAXED_ORDERING;
+
+ibv_mr *reg_mr(ibv_pd *p, void *addr, size_t length, uint64_t iova, unsigned access)
+{
+	if (!p || (!addr && length)) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	if (access & ~unsigned(kSupportedAccess | IBV_ACCESS_OPTIONAL_RANGE)) {
+		errno = EINVAL; /* atomics, MW bind, zero-based, on-demand: not on EFA */
+		return nullptr;
+	}
+	/* Remote write access requires local write, as in the verbs specification. */
+	if ((access & IBV_ACCESS_REMOTE_WRITE) && !(access & IBV_ACCESS_LOCAL_WRITE)) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	const Profile &prof = *config().profile;
+	if ((access & IBV_ACCESS_REMOTE_READ) && !(prof.device_caps & EFADV_DEVICE_ATTR_CAPS_RDMA_READ)) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	if ((access & IBV_ACCESS_REMOTE_WRITE) && !(prof.device_caps & EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE)) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	Pd *pd = reinterpret_cast<Pd *>(p);
+	Runtime *rt = pd->ctx->rt;
+	auto *m = new (std::nothrow) Mr();
+	if (!m) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	m->pd = pd;
+	m->iova = iova;
+	m->access = int(access & kSupportedAccess);
+	m->mr.context = p->context;
+	m->mr.pd = p;
+	m->mr.addr = addr;
+	m->mr.length = length;
+	std::lock_guard<std::mutex> g(rt->lock);
+	uint32_t slot;
+	if (!rt->mr_free.empty()) {
+		slot = rt->mr_free.back();
+		rt->mr_free.pop_back();
+	} else {
+		if (rt->mrs.size() >= (1u << 20)) {
+			delete m;
+			errno = ENOMEM;
+			return nullptr;
+		}
+		slot = uint32_t(rt->mrs.size());
+		rt->mrs.push_back(nullptr);
+		rt->mr_gen.push_back(0);
+	}
+	rt->mrs[slot] = m;
+	const uint32_t key = (slot + 1) | uint32_t(rt->mr_gen[slot]) << 24;
+	m->mr.handle = key;
+	m->mr.lkey = key;
+	m->mr.rkey = key;
+	return &m->mr;
+}
+
+} // namespace
+
+EFASIM_EXPORT ibv_mr *(ibv_reg_mr)(ibv_pd *pd, void *addr, size_t length, int access)
+{
+	return reg_mr(pd, addr, length, reinterpret_cast<uintptr_t>(addr), unsigned(access));
+}
+
+EFASIM_EXPORT ibv_mr *(ibv_reg_mr_iova)(ibv_pd *pd, void *addr, size_t length, uint64_t iova, int access)
+{
+	return reg_mr(pd, addr, length, iova, unsigned(access));
+}
+
+EFASIM_EXPORT ibv_mr *ibv_reg_mr_iova2(ibv_pd *pd, void *addr, size_t length, uint64_t iova, unsigned int access)
+{
+	return reg_mr(pd, addr, length, iova, access);
+}
+
+EFASIM_EXPORT ibv_mr *ibv_reg_dmabuf_mr(ibv_pd *, uint64_t, size_t, uint64_t, int, int)
+{
+	errno = EOPNOTSUPP; /* no device memory on the software device */
+	return nullptr;
+}
+
+EFASIM_EXPORT int ibv_rereg_mr(ibv_mr *, int, ibv_pd *, void *, size_t, int) { return EOPNOTSUPP; }
+
+EFASIM_EXPORT int ibv_dereg_mr(ibv_mr *mr)
+{
+	if (!mr)
+		return EINVAL;
+	Mr *m = reinterpret_cast<Mr *>(mr);
+	Runtime *rt = m->pd->ctx->rt;
+	{
+		std::lock_guard<std::mutex> g(rt->lock);
+		const uint32_t slot = (mr->lkey & 0xffffff) - 1;
+		if (slot >= rt->mrs.size() || rt->mrs[slot] != m)
+			return EINVAL;
+		rt->mrs[slot] = nullptr;
+		rt->mr_gen[slot]++; /* the old key is now refused by the device */
+		rt->mr_free.push_back(slot);
+	}
+	delete m;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ AH */
+EFASIM_EXPORT ibv_ah *ibv_create_ah(ibv_pd *p, ibv_ah_attr *attr)
+{
+	if (!p || !attr || !attr->is_global || attr->port_num != 1) {
+		errno = EINVAL; /* EFA needs a global route: is_global = 1 and the peer's GID */
+		return nullptr;
+	}
+	Gid gid;
+	std::memcpy(gid.raw, attr->grh.dgid.raw, 16);
+	sockaddr_in sa;
+	if (!gid_to_sockaddr(gid, 1, sa)) {
+		errno = EINVAL; /* not a GID of a software EFA device */
+		return nullptr;
+	}
+	Pd *pd = reinterpret_cast<Pd *>(p);
+	Runtime *rt = pd->ctx->rt;
+	auto *ah = new (std::nothrow) Ah();
+	if (!ah) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	ah->ah.context = p->context;
+	ah->ah.pd = p;
+	ah->gid = gid;
+	std::lock_guard<std::mutex> g(rt->lock);
+	auto [it, inserted] = pd->ah_by_gid.try_emplace(gid, Pd::AhRef{0, 0});
+	if (inserted) {
+		if (rt->next_ahn == 0xffff)
+			rt->next_ahn = 1;
+		it->second.ahn = rt->next_ahn++;
+	}
+	it->second.refs++;
+	ah->ahn = it->second.ahn;
+	ah->ah.handle = ah->ahn;
+	return &ah->ah;
+}
+
+EFASIM_EXPORT int ibv_destroy_ah(ibv_ah *a)
+{
+	if (!a)
+		return EINVAL;
+	Ah *ah = reinterpret_cast<Ah *>(a);
+	Pd *pd = reinterpret_cast<Pd *>(a->pd);
+	Runtime *rt = pd->ctx->rt;
+	{
+		std::lock_guard<std::mutex> g(rt->lock);
+		auto it = pd->ah_by_gid.find(ah->gid);
+		if (it != pd->ah_by_gid.end() && --it->second.refs == 0)
+			pd->ah_by_gid.erase(it);
+	}
+	delete ah;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ completion channels */
+EFASIM_EXPORT ibv_comp_channel *ibv_create_comp_channel(ibv_context *c)
+{
+	if (!c) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	auto *ch = new (std::nothrow) CompChannel();
+	if (!ch) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	/* One eventfd count per pending event: readable exactly while events are queued. */
+	ch->ch.fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+	if (ch->ch.fd < 0) {
+		int err = errno;
+		delete ch;
+		errno = err;
+		return nullptr;
+	}
+	ch->ch.context = c;
+	ch->ch.refcnt = 0;
+	return &ch->ch;
+}
+
+EFASIM_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel *c)
+{
+	if (!c)
+		return EINVAL;
+	if (c->refcnt)
+		return EBUSY;
+	auto *ch = reinterpret_cast<CompChannel *>(c);
+	close(c->fd);
+	delete ch;
+	return 0;
+}
+
+EFASIM_EXPORT int ibv_get_cq_event(ibv_comp_channel *c, ibv_cq **cq, void **cq_context)
+{
+	if (!c || !cq || !cq_context) {
+		errno = EINVAL;
+		return -1;
+	}
+	auto *ch = reinterpret_cast<CompChannel *>(c);
+	uint64_t v;
+	/* Blocks unless the application made the fd non-blocking, as with rdma-core. */
+	if (read(c->fd, &v, sizeof v) != sizeof v)
+		return -1;
+	std::lock_guard<std::mutex> g(ch->lock);
+	if (ch->events.empty()) {
+		errno = EAGAIN;
+		return -1;
+	}
+	Cq *q = ch->events.front();
+	ch->events.pop_front();
+	*cq = ibv_cq_ex_to_cq(&q->ex);
+	*cq_context = q->ex.cq_context;
+	return 0;
+}
+
+EFASIM_EXPORT void ibv_ack_cq_events(ibv_cq *cq, unsigned int nevents)
+{
+	if (!cq)
+		return;
+	Cq *q = Cq::from(cq);
+	pthread_mutex_lock(&q->ex.mutex);
+	q->ex.comp_events_completed += nevents;
+	pthread_cond_signal(&q->ex.cond);
+	pthread_mutex_unlock(&q->ex.mutex);
+}
+
+/* ------------------------------------------------------------------ async events */
+EFASIM_EXPORT int ibv_get_async_event(ibv_context *c, ibv_async_event *)
+{
+	if (!c) {
+		errno = EINVAL;
+		return -1;
+	}
+	/* The software device raises no async events: block (or EAGAIN) like an idle device. */
+	uint64_t v;
+	ssize_t r = read(Context::from(c)->async_fd, &v, sizeof v);
+	(void)r;
+	errno = EAGAIN;
+	return -1;
+}
+
+EFASIM_EXPORT void ibv_ack_async_event(ibv_async_event *) {}
+
+EFASIM_EXPORT int ibv_fork_init(void) { return 0; }
+
+EFASIM_EXPORT int ibv_query_ece(ibv_qp *, ibv_ece *) { return EOPNOTSUPP; }
+EFASIM_EXPORT int ibv_set_ece(ibv_qp *, ibv_ece *) { return EOPNOTSUPP; }
+EFASIM_EXPORT int ibv_resize_cq(ibv_cq *, int) { return EOPNOTSUPP; }
+EFASIM_EXPORT int ibv_attach_mcast(ibv_qp *, const ibv_gid *, uint16_t) { return EOPNOTSUPP; }
+EFASIM_EXPORT int ibv_detach_mcast(ibv_qp *, const ibv_gid *, uint16_t) { return EOPNOTSUPP; }
+EFASIM_EXPORT ibv_srq *ibv_create_srq(ibv_pd *, ibv_srq_init_attr *)
+{
+	errno = EOPNOTSUPP; /* EFA has no shared receive queues */
+	return nullptr;
+}
+EFASIM_EXPORT int ibv_destroy_srq(ibv_srq *) { return EOPNOTSUPP; }
+EFASIM_EXPORT int ibv_modify_srq(ibv_srq *, ibv_srq_attr *, int) { return EOPNOTSUPP; }
+EFASIM_EXPORT int ibv_query_srq(ibv_srq *, ibv_srq_attr *) { return EOPNOTSUPP; }
+EFASIM_EXPORT int ibv_query_qp_data_in_order(ibv_qp *, enum ibv_wr_opcode, uint32_t)
+{
+	return 0; /* SRD gives no ordering guarantee */
+}
+
+EFASIM_EXPORT int efasim_query_stats(ibv_context *c, efasim_stats *stats, size_t len)
+{
+	Context *ctx = Context::checked(c);
+	if (!ctx || !stats)
+		return EINVAL;
+	std::lock_guard<std::mutex> g(ctx->rt->lock);
+	std::memcpy(stats, &ctx->rt->stats, std::min(len, sizeof(efasim_stats)));
+	return 0;
+}

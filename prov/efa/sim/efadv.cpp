@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The efadv_* entry points of the software EFA device, with the comp_mask / inlen
+ * compatibility rules of rdma-core:
+ *  - inlen shorter than the current struct is accepted down to the first published
+ *    layout; fields beyond inlen are taken as zero (input) or not written (output);
+ *  - inlen longer than the current struct is accepted only if the unknown tail is zero
+ *    (EOPNOTSUPP otherwise), so a newer caller asking for a feature we do not know fails
+ *    instead of being silently ignored;
+ *  - an input comp_mask with bits we do not know fails with EOPNOTSUPP.
+ */
+#include "sim.h"
+
+#include <cerrno>
+#include <cstring>
+
+namespace efasim {
+namespace {
+
+bool tail_is_zero(const void *p, size_t known, size_t inlen)
+{
+	const auto *b = static_cast<const uint8_t *>(p);
+	for (size_t i = known; i < inlen; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+/* Copies the caller's input struct into `out` (zero-filled), applying the rules above. */
+template <typename T> int take_input(const void *in, uint32_t inlen, size_t min_len, T &out)
+{
+	std::memset(&out, 0, sizeof out);
+	if (!in || inlen < min_len)
+		return EINVAL;
+	if (!tail_is_zero(in, sizeof out, inlen))
+		return EOPNOTSUPP;
+	std::memcpy(&out, in, std::min<size_t>(inlen, sizeof out));
+	return 0;
+}
+
+} // namespace
+} // namespace efasim
+
+using namespace efasim;
+
+EFASIM_EXPORT int efadv_query_device(ibv_context *c, efadv_device_attr *attr, uint32_t inlen)
+{
+	if (!Context::checked(c))
+		return EOPNOTSUPP; /* not an EFA device */
+	if (!attr || inlen < EFADV_DEVICE_ATTR_V1_SIZE)
+		return EINVAL;
+	efadv_device_attr_cur a;
+	fill_efadv_attr(a);
+	std::memset(attr, 0, inlen);
+	std::memcpy(attr, &a, std::min<size_t>(inlen, sizeof a));
+	return 0;
+}
+
+EFASIM_EXPORT int efadv_query_ah(ibv_ah *ah, efadv_ah_attr *attr, uint32_t inlen)
+{
+	if (!ah || !attr || inlen < offsetof(efadv_ah_attr, ahn) + sizeof attr->ahn)
+		return EINVAL;
+	if (!Context::checked(ah->context))
+		return EOPNOTSUPP;
+	efadv_ah_attr a{};
+	a.ahn = reinterpret_cast<Ah *>(ah)->ahn;
+	std::memset(attr, 0, inlen);
+	std::memcpy(attr, &a, std::min<size_t>(inlen, sizeof a));
+	return 0;
+}
+
+EFASIM_EXPORT ibv_qp *efadv_create_qp_ex(ibv_context *c, ibv_qp_init_attr_ex *attr_ex, efadv_qp_init_attr *efa_attr,
+					 uint32_t inlen)
+{
+	if (!Context::checked(c)) {
+		errno = EOPNOTSUPP;
+		return nullptr;
+	}
+	efadv_qp_init_attr_cur a;
+	if (int err = take_input(efa_attr, inlen, EFADV_QP_INIT_ATTR_V1_SIZE, a)) {
+		errno = err;
+		return nullptr;
+	}
+	if (a.comp_mask) {
+		errno = EOPNOTSUPP;
+		return nullptr;
+	}
+	if (a.reserved) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	if (a.driver_qp_type != EFADV_QP_DRIVER_TYPE_SRD) {
+		errno = EOPNOTSUPP;
+		return nullptr;
+	}
+	Qp *qp = create_srd_qp(c, attr_ex, a);
+	return qp ? &qp->qpx.qp_base : nullptr;
+}
+
+/* The EFA_1.0 entry point: an SRD QP without the extended send API. */
+EFASIM_EXPORT ibv_qp *efadv_create_driver_qp(ibv_pd *pd, ibv_qp_init_attr *attr, uint32_t driver_qp_type)
+{
+	if (!pd || !attr || !Context::checked(pd->context)) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	if (driver_qp_type != EFADV_QP_DRIVER_TYPE_SRD || attr->qp_type != IBV_QPT_DRIVER) {
+		errno = EOPNOTSUPP;
+		return nullptr;
+	}
+	ibv_qp_init_attr_ex ex{};
+	ex.qp_context = attr->qp_context;
+	ex.send_cq = attr->send_cq;
+	ex.recv_cq = attr->recv_cq;
+	ex.srq = attr->srq;
+	ex.cap = attr->cap;
+	ex.qp_type = attr->qp_type;
+	ex.sq_sig_all = attr->sq_sig_all;
+	ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+	ex.pd = pd;
+	efadv_qp_init_attr_cur a{};
+	a.driver_qp_type = EFADV_QP_DRIVER_TYPE_SRD;
+	Qp *qp = create_srd_qp(pd->context, &ex, a);
+	if (!qp)
+		return nullptr;
+	attr->cap = ex.cap;
+	return &qp->qpx.qp_base;
+}
+
+EFASIM_EXPORT ibv_cq_ex *efadv_create_cq(ibv_context *c, ibv_cq_init_attr_ex *attr_ex, efadv_cq_init_attr *efa_attr,
+					 uint32_t inlen)
+{
+	if (!Context::checked(c)) {
+		errno = EOPNOTSUPP;
+		return nullptr;
+	}
+	efadv_cq_init_attr_cur a;
+	if (int err = take_input(efa_attr, inlen, EFADV_CQ_INIT_ATTR_V1_SIZE, a)) {
+		errno = err;
+		return nullptr;
+	}
+	const uint32_t caps = config().profile->device_caps;
+	uint64_t known = EFADV_WC_EX_WITH_SGID | EFADV_WC_EX_WITH_IS_UNSOLICITED;
+	if (a.comp_mask || (a.wc_flags & ~known) || a.flags ||
+	    ((a.wc_flags & EFADV_WC_EX_WITH_SGID) && !(caps & EFADV_DEVICE_ATTR_CAPS_CQ_WITH_SGID)) ||
+	    ((a.wc_flags & EFADV_WC_EX_WITH_IS_UNSOLICITED) && !(caps & EFADV_DEVICE_ATTR_CAPS_UNSOLICITED_WRITE_RECV))) {
+		/* flags: external (dmabuf) CQ memory is not offered by the software device */
+		errno = EOPNOTSUPP;
+		return nullptr;
+	}
+	Cq *cq = create_cq(c, attr_ex, a.wc_flags | (1ull << 63) /* created through efadv */);
+	return cq ? &cq->ex : nullptr;
+}
+
+EFASIM_EXPORT efadv_cq *efadv_cq_from_ibv_cq_ex(ibv_cq_ex *ex)
+{
+	if (!ex)
+		return nullptr;
+	Cq *cq = Cq::from(ex);
+	if (!(cq->efa_wc_flags & (1ull << 63)))
+		return nullptr; /* not created by efadv_create_cq */
+	return reinterpret_cast<efadv_cq *>(&cq->dv);
+}
+
+EFASIM_EXPORT efadv_qp *efadv_qp_from_ibv_qp_ex(ibv_qp_ex *qpx)
+{
+	if (!qpx)
+		return nullptr;
+	Qp *qp = Qp::from(qpx);
+	if (!qp->driver_srd || !qp->has_qp_ex)
+		return nullptr;
+	return &qp->dvqp;
+}

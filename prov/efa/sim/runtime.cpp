@@ -1,0 +1,463 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The device engine: one Runtime per software device per process.
+ *
+ * Who moves packets (README.md, "Engine"):
+ *  - An application thread that polls a CQ drains the sockets of that CQ's QPs itself
+ *    and runs due timers, so a polling application pays no thread wake-up per packet.
+ *  - The engine thread sleeps in epoll on every QP socket (EPOLLONESHOT) and on the
+ *    device's timer deadline. When a socket becomes readable and the QP's CQs were
+ *    polled within EFASIM_POLL_GRACE_US, it leaves the socket to the poller and only
+ *    rechecks after the grace period; otherwise it drains the socket itself. This is
+ *    how target-side RDMA, acknowledgements and retransmissions progress while the
+ *    application does not call into the device at all. When idle it blocks: no spinning.
+ */
+#include "sim.h"
+
+#include <arpa/inet.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace efasim {
+
+namespace {
+
+std::mutex g_rt_lock;
+Runtime *g_rt[16];
+thread_local bool t_in_engine;
+
+constexpr unsigned kRxBatch = 32;
+
+size_t rx_slot_size()
+{
+	const Config &c = config();
+	return (sizeof(WireHdr) + 64 + std::max(c.segment, c.mtu) + 63) & ~size_t(63);
+}
+
+void dump_stats(const Runtime *rt)
+{
+	const efasim_stats &s = rt->stats;
+	fprintf(stderr,
+		"efasim[%d]: efasim%d stats: tx %lu pkts %lu B, rx %lu pkts %lu B, retransmits %lu, "
+		"acks %lu, rnr naks sent/recv %lu/%lu, rnr retries %lu, qkey drops %lu, dups %lu, "
+		"out-of-order %lu, malformed %lu, remote errors %lu, rdma read/write %lu/%lu B, "
+		"unsolicited %lu, hinted wrs %lu, faults drop/dup/delay %lu/%lu/%lu, peer timeouts %lu, "
+		"cq overruns %lu, engine wakeups %lu, poll drains %lu\n",
+		int(getpid()), rt->index, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes,
+		s.retransmits, s.acks_sent, s.rnr_naks_sent, s.rnr_naks_received, s.rnr_retries,
+		s.qkey_drops, s.duplicates, s.out_of_order, s.malformed, s.remote_errors,
+		s.rdma_read_bytes, s.rdma_write_bytes, s.unsolicited_recvs, s.hinted_wrs,
+		s.fault_dropped, s.fault_duplicated, s.fault_delayed, s.peer_timeouts, s.cq_overruns,
+		s.engine_wakeups, s.poll_drains);
+}
+
+bool faults_enabled()
+{
+	const Config &c = config();
+	return c.loss > 0 || c.dup > 0 || c.reorder > 0 || c.delay_us > 0;
+}
+
+} // namespace
+
+Runtime *Runtime::acquire(int index)
+{
+	std::lock_guard<std::mutex> g(g_rt_lock);
+	if (Runtime *rt = g_rt[index]) {
+		rt->refs++;
+		return rt;
+	}
+	const Config &c = config();
+	auto *rt = new Runtime();
+	rt->index = index;
+	rt->addr = c.addrs[std::min<size_t>(size_t(index), c.addrs.size() - 1)];
+	rt->port_base = uint16_t(c.port_base + index * c.port_stride);
+	rt->gid = make_gid(rt->addr, rt->port_base, uint8_t(index));
+	rt->refs = 1;
+	rt->next_ahn = 1;
+	rt->next_deadline = UINT64_MAX;
+	rt->timer_hint = UINT64_MAX;
+	rt->engine_wake_at = UINT64_MAX;
+	rt->rng = c.seed * 0x9e3779b97f4a7c15ull + uint64_t(index) + 1;
+	rt->epfd = epoll_create1(EPOLL_CLOEXEC);
+	rt->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (rt->epfd < 0 || rt->evfd < 0) {
+		int err = errno;
+		if (rt->epfd >= 0)
+			close(rt->epfd);
+		if (rt->evfd >= 0)
+			close(rt->evfd);
+		delete rt;
+		errno = err;
+		return nullptr;
+	}
+	epoll_event ev{};
+	ev.events = EPOLLIN;
+	ev.data.u64 = 0;
+	epoll_ctl(rt->epfd, EPOLL_CTL_ADD, rt->evfd, &ev);
+	rt->engine = std::thread([rt] { rt->engine_main(); });
+	g_rt[index] = rt;
+	SIM_INFO("efasim%d: device up on %s port base %u, profile %s", index, inet_ntoa(rt->addr),
+		 rt->port_base, c.profile->name);
+	return rt;
+}
+
+void Runtime::release(Runtime *rt)
+{
+	{
+		std::lock_guard<std::mutex> g(g_rt_lock);
+		if (--rt->refs > 0)
+			return;
+		g_rt[rt->index] = nullptr;
+	}
+	rt->stop = true;
+	rt->kick();
+	rt->engine.join();
+	if (config().stats_dump)
+		dump_stats(rt);
+	close(rt->epfd);
+	close(rt->evfd);
+	delete rt;
+}
+
+void Runtime::kick()
+{
+	uint64_t one = 1;
+	ssize_t r = write(evfd, &one, sizeof one);
+	(void)r;
+}
+
+double Runtime::rand01()
+{
+	/* xorshift64*: reproducible from EFASIM_SEED */
+	rng ^= rng >> 12;
+	rng ^= rng << 25;
+	rng ^= rng >> 27;
+	return double((rng * 0x2545f4914f6cdd1dull) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+void Runtime::register_qp_fd(Qp *qp)
+{
+	epoll_event ev{};
+	ev.events = EPOLLIN | EPOLLONESHOT;
+	ev.data.u64 = qp->qpn;
+	epoll_ctl(epfd, EPOLL_CTL_ADD, qp->fd, &ev);
+}
+
+void Runtime::unregister_qp_fd(Qp *qp) { epoll_ctl(epfd, EPOLL_CTL_DEL, qp->fd, nullptr); }
+
+namespace {
+
+void rearm(Runtime *rt, Qp *qp)
+{
+	epoll_event ev{};
+	ev.events = EPOLLIN | EPOLLONESHOT;
+	ev.data.u64 = qp->qpn;
+	epoll_ctl(rt->epfd, EPOLL_CTL_MOD, qp->fd, &ev);
+}
+
+bool polled_recently(const Qp *qp, uint64_t now)
+{
+	const uint64_t grace = uint64_t(config().poll_grace_us) * 1000;
+	auto recent = [&](const Cq *cq) {
+		uint64_t t = cq->last_poll_ns.load(std::memory_order_relaxed);
+		return t && now - t < grace;
+	};
+	return recent(qp->scq) || recent(qp->rcq);
+}
+
+} // namespace
+
+void Runtime::engine_main()
+{
+	t_in_engine = true;
+	prctl(PR_SET_TIMERSLACK, 1000UL);
+	prctl(PR_SET_NAME, "efasim-engine");
+	epoll_event evs[64];
+	std::vector<uint32_t> ready;
+	const uint64_t grace = uint64_t(config().poll_grace_us) * 1000;
+
+	while (!stop.load(std::memory_order_acquire)) {
+		uint64_t now = now_ns();
+		uint64_t wake = timer_hint.load(std::memory_order_acquire);
+		if (engine_has_deferred.load(std::memory_order_relaxed))
+			wake = std::min(wake, last_poll_any.load(std::memory_order_relaxed) + grace);
+		engine_wake_at.store(wake, std::memory_order_release);
+		/* A deadline set by another thread after the load above kicks the eventfd. */
+		if (timer_hint.load(std::memory_order_acquire) < wake)
+			wake = timer_hint.load(std::memory_order_acquire);
+
+		int n;
+		if (wake == UINT64_MAX) {
+			n = epoll_wait(epfd, evs, 64, -1);
+		} else {
+			uint64_t d = wake > now ? wake - now : 0;
+			timespec ts{time_t(d / 1000000000ull), long(d % 1000000000ull)};
+			n = epoll_pwait2(epfd, evs, 64, &ts, nullptr);
+			if (n < 0 && errno == ENOSYS)
+				n = epoll_wait(epfd, evs, 64, int((d + 999999) / 1000000));
+		}
+		engine_wake_at.store(0, std::memory_order_relaxed);
+		if (n < 0 && errno != EINTR)
+			continue;
+		stats.engine_wakeups++;
+
+		ready.clear();
+		for (int i = 0; i < n; i++) {
+			if (evs[i].data.u64 == 0) {
+				uint64_t v;
+				while (read(evfd, &v, sizeof v) > 0) {
+				}
+			} else {
+				ready.push_back(uint32_t(evs[i].data.u64));
+			}
+		}
+
+		std::lock_guard<std::mutex> g(lock);
+		now = now_ns();
+		for (uint32_t qpn : ready) {
+			auto it = qps.find(qpn);
+			if (it == qps.end())
+				continue;
+			Qp *qp = it->second;
+			if (polled_recently(qp, now)) {
+				qp->deferred = true;
+				engine_has_deferred = true;
+				continue;
+			}
+			drain(qp);
+			rearm(this, qp);
+		}
+		if (engine_has_deferred.load(std::memory_order_relaxed)) {
+			bool still = false;
+			for (auto &[qpn, qp] : qps) {
+				if (!qp->deferred)
+					continue;
+				if (polled_recently(qp, now)) {
+					still = true;
+					continue;
+				}
+				qp->deferred = false;
+				drain(qp);
+				rearm(this, qp);
+			}
+			engine_has_deferred = still;
+		}
+		if (now >= next_deadline)
+			run_timers(now);
+	}
+}
+
+void Runtime::drain(Qp *qp)
+{
+	const Config &c = config();
+	const size_t slot = rx_slot_size();
+	if (rx_mem.empty())
+		rx_mem.resize(slot * kRxBatch);
+	if (!t_in_engine)
+		stats.poll_drains++;
+
+	mmsghdr msgs[kRxBatch];
+	iovec iov[kRxBatch];
+	sockaddr_in from[kRxBatch];
+	uint8_t order[kRxBatch];
+
+	for (int round = 0; round < 8; round++) {
+		for (unsigned i = 0; i < kRxBatch; i++) {
+			iov[i] = {rx_mem.data() + i * slot, slot};
+			msgs[i].msg_hdr = msghdr{};
+			msgs[i].msg_hdr.msg_name = &from[i];
+			msgs[i].msg_hdr.msg_namelen = sizeof from[i];
+			msgs[i].msg_hdr.msg_iov = &iov[i];
+			msgs[i].msg_hdr.msg_iovlen = 1;
+		}
+		int n = recvmmsg(qp->fd, msgs, kRxBatch, MSG_DONTWAIT, nullptr);
+		if (n <= 0)
+			break;
+		/*
+		 * The paths of a multipath network are separate queues: handle the batch path by
+		 * path, starting from a rotating path, so packets that were sent in one order over
+		 * several paths are seen in another, as on a real fabric.
+		 */
+		unsigned k = 0;
+		const unsigned paths = c.paths;
+		const unsigned start = rx_slot++ % paths;
+		for (unsigned r = 0; r < paths; r++) {
+			unsigned want = (start + r) % paths;
+			for (int i = 0; i < n; i++) {
+				const auto *h = reinterpret_cast<const WireHdr *>(iov[i].iov_base);
+				unsigned p = msgs[i].msg_len >= sizeof(WireHdr) ? h->path % paths : 0;
+				if (p == want)
+					order[k++] = uint8_t(i);
+			}
+		}
+		for (unsigned j = 0; j < k; j++) {
+			int i = order[j];
+			if (qp->destroying)
+				return;
+			process_datagram(qp, static_cast<uint8_t *>(iov[i].iov_base), msgs[i].msg_len, from[i]);
+		}
+		if (n < int(kRxBatch))
+			break;
+	}
+}
+
+void Runtime::progress_cq(Cq *cq)
+{
+	std::lock_guard<std::mutex> g(lock);
+	while (!cq->overflow.empty()) {
+		uint32_t h = cq->head.load(std::memory_order_relaxed);
+		if (h - cq->tail.load(std::memory_order_acquire) > cq->mask)
+			break;
+		cq->ring[h & cq->mask] = cq->overflow.front();
+		cq->overflow.pop_front();
+		cq->head.store(h + 1, std::memory_order_release);
+	}
+	for (Qp *qp : cq->qps)
+		if (!qp->destroying)
+			drain(qp);
+	uint64_t now = now_ns();
+	if (now >= next_deadline)
+		run_timers(now);
+}
+
+void Runtime::arm_timer(Peer *p, uint64_t when)
+{
+	if (!p->active) {
+		p->active = true;
+		p->deadline = when;
+		active.push_back(p);
+	} else if (when < p->deadline) {
+		p->deadline = when;
+	}
+	if (when < next_deadline) {
+		next_deadline = when;
+		timer_hint.store(when, std::memory_order_release);
+		if (!t_in_engine) {
+			/* Pollers run timers; wake the engine only if nobody polls. */
+			uint64_t now = now_ns();
+			uint64_t lp = last_poll_any.load(std::memory_order_relaxed);
+			bool pollers = lp && now - lp < uint64_t(config().poll_grace_us) * 1000;
+			uint64_t ew = engine_wake_at.load(std::memory_order_acquire);
+			if (!pollers && when < ew)
+				kick();
+		}
+	}
+}
+
+void Runtime::run_timers(uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+	/* peer_timer() may append to `active` (arm_timer) or fail ops: iterate by index. */
+	for (size_t i = 0; i < active.size();) {
+		Peer *p = active[i];
+		if (p->deadline <= now)
+			peer_timer(p, now);
+		if (p->deadline == UINT64_MAX) {
+			p->active = false;
+			active[i] = active.back();
+			active.pop_back();
+			continue;
+		}
+		next = std::min(next, p->deadline);
+		i++;
+	}
+	if (!held.empty()) {
+		flush_held(now, false);
+		for (const Held &h : held)
+			next = std::min(next, h.due_ns);
+	}
+	next_deadline = next;
+	timer_hint.store(next, std::memory_order_release);
+}
+
+void Runtime::xmit(Qp *qp, const sockaddr_in &to, const iovec *iov, int iovcnt)
+{
+	size_t bytes = 0;
+	for (int i = 0; i < iovcnt; i++)
+		bytes += iov[i].iov_len;
+	stats.tx_packets++;
+	stats.tx_bytes += bytes;
+
+	if (!faults_enabled()) {
+		msghdr m{};
+		m.msg_name = const_cast<sockaddr_in *>(&to);
+		m.msg_namelen = sizeof to;
+		m.msg_iov = const_cast<iovec *>(iov);
+		m.msg_iovlen = size_t(iovcnt);
+		/* A full socket buffer or an ICMP error is loss: retransmission recovers it. */
+		ssize_t r = sendmsg(qp->fd, &m, MSG_DONTWAIT);
+		(void)r;
+		return;
+	}
+
+	const Config &c = config();
+	const uint64_t now = now_ns();
+	if (c.loss > 0 && rand01() < c.loss) {
+		stats.fault_dropped++;
+		flush_held(now, false);
+		return;
+	}
+	int copies = (c.dup > 0 && rand01() < c.dup) ? 2 : 1;
+	if (copies == 2)
+		stats.fault_duplicated++;
+	for (int k = 0; k < copies; k++) {
+		Held h;
+		h.fd = qp->fd;
+		h.to = to;
+		h.due_ns = now + uint64_t(c.delay_us) * 1000;
+		h.after = c.reorder ? uint32_t(rand01() * double(c.reorder + 1)) : 0;
+		h.bytes.reserve(bytes);
+		for (int i = 0; i < iovcnt; i++) {
+			const auto *b = static_cast<const uint8_t *>(iov[i].iov_base);
+			h.bytes.insert(h.bytes.end(), b, b + iov[i].iov_len);
+		}
+		if (h.after || c.delay_us)
+			stats.fault_delayed++;
+		/* A packet held for reordering is also released by time, at the latest 1 ms on. */
+		if (h.after && !c.delay_us)
+			h.due_ns = now + 1000000;
+		/* Each transmission ages the packets held for reordering by one. */
+		for (Held &o : held)
+			if (o.after)
+				o.after--;
+		held.push_back(std::move(h));
+	}
+	flush_held(now, false);
+	if (!held.empty()) {
+		uint64_t due = UINT64_MAX;
+		for (const Held &o : held)
+			due = std::min(due, o.due_ns);
+		if (due < next_deadline) {
+			next_deadline = due;
+			timer_hint.store(due, std::memory_order_release);
+			if (!t_in_engine && due < engine_wake_at.load(std::memory_order_acquire))
+				kick();
+		}
+	}
+}
+
+void Runtime::flush_held(uint64_t now, bool force)
+{
+	for (auto it = held.begin(); it != held.end();) {
+		bool due = force || (it->after == 0 && (config().delay_us == 0 || it->due_ns <= now)) ||
+			   it->due_ns <= now;
+		if (!due) {
+			++it;
+			continue;
+		}
+		ssize_t r = sendto(it->fd, it->bytes.data(), it->bytes.size(), MSG_DONTWAIT,
+				   reinterpret_cast<const sockaddr *>(&it->to), sizeof it->to);
+		(void)r;
+		it = held.erase(it);
+	}
+}
+
+} // namespace efasim

@@ -1,0 +1,962 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * SRD semantics over UDP: the reliable, unordered channel between two QPs, and what the
+ * device does with each packet that arrives (README.md, "Reliability" and "Packets").
+ *
+ * Sender: each Peer holds a channel with an epoch, sequence numbers and an in-flight ring
+ * bounded by EFASIM_WINDOW packets and EFASIM_WINDOW_BYTES. Unacknowledged packets are
+ * retransmitted with exponential backoff; a peer that acknowledges nothing for
+ * EFASIM_TIMEOUT_MS fails everything in flight with UNRESP (it answered before) or
+ * UNREACH (it never did). Packets are rebuilt from the work request on retransmission,
+ * so nothing is copied on the send path.
+ *
+ * Receiver: a window of kRxWindow sequence numbers above rx_base filters duplicates;
+ * delivery is immediate, in whatever order packets arrive. Acknowledgements are
+ * cumulative + 128-bit selective, piggybacked on any packet to the peer, or sent alone
+ * after EFASIM_ACK_DELAY_US or every EFASIM_ACK_EVERY packets. A packet that cannot be
+ * delivered gets a NAK: RNR leaves no trace and is redelivered on retry; errors are
+ * remembered so a retransmission gets the same answer.
+ *
+ * All functions here run with Runtime::lock held.
+ */
+#include "sim.h"
+
+#include <sys/time.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace efasim {
+
+namespace {
+
+std::atomic<uint32_t> g_epoch;
+
+/* Epochs grow across process incarnations (wall-clock milliseconds), so a receiver can
+ * tell a restarted sender from a stale packet of an older channel. */
+uint32_t new_epoch()
+{
+	timeval tv;
+	gettimeofday(&tv, nullptr);
+	uint32_t e = uint32_t(uint64_t(tv.tv_sec) * 1000 + uint64_t(tv.tv_usec) / 1000);
+	uint32_t prev = g_epoch.load();
+	for (;;) {
+		uint32_t next = seq_lt(prev, e) ? e : prev + 1;
+		if (g_epoch.compare_exchange_weak(prev, next))
+			return next;
+	}
+}
+
+uint32_t ring_mask() { return config().window_pkts - 1; }
+
+void header(Runtime *rt, Peer *p, WireHdr &h, uint8_t type, uint32_t body_len)
+{
+	std::memset(&h, 0, sizeof h);
+	h.magic = kWireMagic;
+	h.version = kWireVersion;
+	h.type = type;
+	h.src_qpn = uint16_t(p->qp->qpn);
+	h.dst_qpn = uint16_t(p->qpn);
+	std::memcpy(h.src_gid, rt->gid.raw, 16);
+	h.epoch = p->epoch;
+	h.snd_una = p->una;
+	h.body_len = body_len;
+	/* Piggyback the receive state of the reverse channel. */
+	if (p->rx_valid) {
+		h.flags |= PF_ACK;
+		h.ack_epoch = p->rx_epoch;
+		h.ack_cum = p->rx_base;
+		for (unsigned i = 0; i < kSackBits; i++) {
+			unsigned b = i + 1;
+			if (p->rx_bits[b / 64] >> (b % 64) & 1)
+				h.ack_sack[i / 64] |= 1ull << (i % 64);
+		}
+		p->ack_pending = 0;
+		p->ack_due_ns = 0;
+	}
+}
+
+bool mr_range_ok(const Mr *mr, uint64_t addr, uint64_t len)
+{
+	if (addr < mr->iova)
+		return false;
+	uint64_t off = addr - mr->iova;
+	return off <= mr->mr.length && len <= mr->mr.length - off;
+}
+
+/* Host address of [addr, addr+len) in the MR registered as `key`, or null. */
+uint8_t *remote_target(Runtime *rt, Qp *qp, uint32_t key, uint64_t addr, uint64_t len, int access)
+{
+	Mr *mr = rt->mr_lookup(key);
+	if (!mr || mr->pd != qp->pd || !(mr->access & access) || !mr_range_ok(mr, addr, len))
+		return nullptr;
+	return static_cast<uint8_t *>(mr->mr.addr) + (addr - mr->iova);
+}
+
+/* Builds iovecs for [off, off+len) of a local op's data. */
+int gather(Runtime *rt, SendOp *op, uint64_t off, uint64_t len, iovec *iov, bool &ok)
+{
+	ok = true;
+	if (len == 0)
+		return 0;
+	if (op->is_inline) {
+		iov[0] = {op->inline_buf + off, size_t(len)};
+		return 1;
+	}
+	int n = 0;
+	for (unsigned i = 0; i < op->nsge && len; i++) {
+		const Sge &s = op->sge[i];
+		if (off >= s.length) {
+			off -= s.length;
+			continue;
+		}
+		/* The buffer must still be registered: the application may have lied. */
+		if (!sge_valid(rt, op->peer->qp->pd, s, 0)) {
+			ok = false;
+			return 0;
+		}
+		uint64_t take = std::min<uint64_t>(s.length - off, len);
+		iov[n++] = {reinterpret_cast<void *>(s.addr + off), size_t(take)};
+		len -= take;
+		off = 0;
+	}
+	return n;
+}
+
+/* Scatters `len` bytes into a local op's buffers at `off`. */
+bool scatter(Runtime *rt, Pd *pd, const Sge *sge, unsigned nsge, uint64_t off, const uint8_t *src,
+	     uint64_t len)
+{
+	for (unsigned i = 0; i < nsge && len; i++) {
+		const Sge &s = sge[i];
+		if (off >= s.length) {
+			off -= s.length;
+			continue;
+		}
+		if (!sge_valid(rt, pd, s, IBV_ACCESS_LOCAL_WRITE))
+			return false;
+		uint64_t take = std::min<uint64_t>(s.length - off, len);
+		std::memcpy(reinterpret_cast<void *>(s.addr + off), src, take);
+		src += take;
+		len -= take;
+		off = 0;
+	}
+	return len == 0;
+}
+
+uint32_t npackets(uint64_t len)
+{
+	uint32_t seg = config().segment;
+	return len == 0 ? 1 : uint32_t((len + seg - 1) / seg);
+}
+
+} // namespace
+
+/* ------------------------------------------------------------------ peers */
+
+Peer *Runtime::peer_for(Qp *qp, const Gid &gid, uint32_t qpn, bool create)
+{
+	if (Peer *lp = qp->last_peer; lp && lp->qpn == qpn && lp->gid == gid)
+		return lp;
+	auto it = qp->peers.find(PeerKey{gid, qpn});
+	if (it != qp->peers.end()) {
+		qp->last_peer = it->second;
+		return it->second;
+	}
+	if (!create || qp->peers.size() >= config().max_peers)
+		return nullptr;
+	sockaddr_in sa;
+	if (!gid_to_sockaddr(gid, qpn, sa))
+		return nullptr;
+	auto *p = new Peer();
+	p->qp = qp;
+	p->gid = gid;
+	p->qpn = qpn;
+	p->sa = sa;
+	p->epoch = new_epoch();
+	p->rto_ns = uint64_t(config().rto_us) * 1000;
+	p->deadline = UINT64_MAX;
+	qp->peers.emplace(PeerKey{gid, qpn}, p);
+	qp->last_peer = p;
+	return p;
+}
+
+void Runtime::destroy_peers(Qp *qp)
+{
+	/* flush_qp() ran first: no job is queued or in flight any more. */
+	for (auto &[k, p] : qp->peers) {
+		if (p->active) {
+			auto it = std::find(active.begin(), active.end(), p);
+			if (it != active.end()) {
+				*it = active.back();
+				active.pop_back();
+			}
+		}
+		delete p;
+	}
+	qp->peers.clear();
+	qp->last_peer = nullptr;
+}
+
+/* ------------------------------------------------------------------ transmit */
+
+namespace {
+
+void transmit(Runtime *rt, Peer *p, Inflight &f)
+{
+	TxJob *job = f.job;
+	WireHdr h;
+	iovec iov[6];
+	int n = 1;
+	union {
+		SendBody send;
+		WriteBody write;
+		ReadReqBody rreq;
+		ReadRespBody rresp;
+	} body;
+	std::memset(&body, 0, sizeof body);
+	bool ok = true;
+	size_t bsz = body_size(f.type);
+	uint64_t payload = 0;
+
+	iov[n++] = {&body, bsz};
+	switch (f.type) {
+	case PKT_SEND: {
+		auto *op = static_cast<SendOp *>(job);
+		body.send.msg_len = uint32_t(op->len);
+		body.send.imm = op->imm;
+		body.send.sl = p->qp->sl;
+		n += gather(rt, op, 0, op->len, &iov[n], ok);
+		payload = op->len;
+		break;
+	}
+	case PKT_WRITE: {
+		auto *op = static_cast<SendOp *>(job);
+		body.write.rkey = op->rkey;
+		body.write.imm = op->imm;
+		body.write.raddr = op->raddr;
+		body.write.total_len = op->len;
+		body.write.offset = f.off;
+		body.write.last = f.last;
+		body.write.sl = p->qp->sl;
+		n += gather(rt, op, f.off, f.len, &iov[n], ok);
+		payload = f.len;
+		break;
+	}
+	case PKT_READ_REQ: {
+		auto *op = static_cast<SendOp *>(job);
+		body.rreq.rkey = op->rkey;
+		body.rreq.op_id = op->op_id();
+		body.rreq.raddr = op->raddr;
+		body.rreq.len = op->len;
+		break;
+	}
+	case PKT_READ_RESP: {
+		auto *rr = static_cast<ReadResp *>(job);
+		body.rresp.op_id = rr->op_id;
+		body.rresp.offset = f.off;
+		/* Re-check the key on every (re)transmission: the MR may be gone by now. */
+		uint8_t *src = remote_target(rt, p->qp, rr->rkey, rr->raddr, rr->len, IBV_ACCESS_REMOTE_READ);
+		if (!src) {
+			body.rresp.reserved = EFA_REMOTE_BAD_ADDRESS;
+		} else if (f.len) {
+			iov[n++] = {src + f.off, f.len};
+			payload = f.len;
+		}
+		if (!f.tries)
+			rt->stats.rdma_read_bytes += f.len;
+		break;
+	}
+	}
+	if (!ok) {
+		/* Local buffer deregistered under an outstanding work request. */
+		if (job->status == EFA_OK)
+			job->status = EFA_LOCAL_INVALID_LKEY;
+		return;
+	}
+	header(rt, p, h, f.type, uint32_t(bsz + payload));
+	h.seq = f.seq;
+	h.path = f.path;
+	if (job->local)
+		h.qkey = static_cast<SendOp *>(job)->rqkey;
+	if (job->op == OP_SEND_IMM || (job->op == OP_WRITE_IMM && f.last))
+		h.flags |= PF_IMM;
+	if (job->local && static_cast<SendOp *>(job)->hints)
+		h.flags |= PF_HINT;
+	iov[0] = {&h, sizeof h};
+	rt->xmit(p->qp, p->sa, iov, n);
+}
+
+} // namespace
+
+void Runtime::enqueue(Peer *p, TxJob *job)
+{
+	job->peer = p;
+	job->qnext = nullptr;
+	job->queued = true;
+	if (p->txq_tail)
+		p->txq_tail->qnext = job;
+	else
+		p->txq_head = job;
+	p->txq_tail = job;
+	pump(p);
+}
+
+void Runtime::pump(Peer *p)
+{
+	const Config &c = config();
+	if (p->ring.empty())
+		p->ring.resize(c.window_pkts);
+	const uint32_t mask = ring_mask();
+	const uint64_t now = now_ns();
+	TxJob *prev = nullptr;
+	for (TxJob *job = p->txq_head; job;) {
+		bool blocked = false;
+		while (job->status == EFA_OK && job->pkts_sent < job->pkts_total) {
+			if (p->next_seq - p->una >= c.window_pkts || p->inflight_bytes >= c.window_bytes)
+				return;
+			const bool last = job->pkts_sent + 1 == job->pkts_total;
+			/* The immediate of a write completes it at the target: it goes last, alone. */
+			if (job->op == OP_WRITE_IMM && last && job->pkts_out > 0) {
+				blocked = true;
+				break;
+			}
+			const uint32_t seq = p->next_seq++;
+			Inflight &f = p->ring[seq & mask];
+			f = Inflight{};
+			f.job = job;
+			f.seq = seq;
+			f.first_ns = now;
+			f.due_ns = now + p->rto_ns;
+			f.state = IF_SENT;
+			f.path = uint8_t(p->path_rr++ % c.paths);
+			switch (job->op) {
+			case OP_SEND:
+			case OP_SEND_IMM:
+				f.type = PKT_SEND;
+				f.len = uint32_t(job->len);
+				break;
+			case OP_READ:
+				f.type = PKT_READ_REQ;
+				p->reads_waiting++;
+				break;
+			case OP_WRITE:
+			case OP_WRITE_IMM:
+			case OP_READ_RESP: {
+				f.type = job->op == OP_READ_RESP ? PKT_READ_RESP : PKT_WRITE;
+				f.off = uint64_t(job->pkts_sent) * c.segment;
+				f.len = uint32_t(std::min<uint64_t>(c.segment, job->len - std::min(job->len, f.off)));
+				f.last = last;
+				break;
+			}
+			}
+			job->pkts_sent++;
+			job->pkts_out++;
+			p->inflight_bytes += f.len;
+			p->inflight++;
+			transmit(this, p, f);
+			arm_timer(p, f.due_ns);
+		}
+		TxJob *next = job->qnext;
+		if (!blocked) {
+			/* Everything emitted (or failed): off the queue. */
+			job->queued = false;
+			if (prev)
+				prev->qnext = next;
+			else
+				p->txq_head = next;
+			if (p->txq_tail == job)
+				p->txq_tail = prev;
+			if (job->pkts_out == 0) {
+				/* Failed before emitting anything. */
+				if (job->local)
+					complete_send(static_cast<SendOp *>(job));
+				else
+					delete static_cast<ReadResp *>(job);
+			}
+		} else {
+			prev = job;
+		}
+		job = next;
+	}
+}
+
+/* ------------------------------------------------------------------ acknowledgements */
+
+namespace {
+
+void job_finished(Runtime *rt, TxJob *job)
+{
+	if (job->pkts_out || job->queued)
+		return;
+	if (job->status == EFA_OK && job->pkts_sent < job->pkts_total)
+		return;
+	if (!job->local) {
+		delete static_cast<ReadResp *>(job);
+		return;
+	}
+	auto *op = static_cast<SendOp *>(job);
+	if (op->op == OP_READ && op->status == EFA_OK && op->bytes_to_recv)
+		return; /* request delivered; the data is on its way */
+	rt->complete_send(op);
+}
+
+void release_slot(Runtime *rt, Peer *p, Inflight &f, uint8_t status)
+{
+	TxJob *job = f.job;
+	f.state = IF_FREE;
+	f.job = nullptr;
+	p->inflight--;
+	p->inflight_bytes -= f.len;
+	job->pkts_out--;
+	if (status != EFA_OK && job->status == EFA_OK) {
+		job->status = status;
+		if (job->op == OP_READ && job->local)
+			static_cast<SendOp *>(job)->bytes_to_recv = 0;
+	}
+	job_finished(rt, job);
+}
+
+void advance_una(Peer *p)
+{
+	const uint32_t mask = config().window_pkts - 1;
+	while (p->una != p->next_seq && p->ring[p->una & mask].state == IF_FREE)
+		p->una++;
+}
+
+void on_ack(Runtime *rt, Peer *p, const WireHdr *h)
+{
+	if (h->ack_epoch != p->epoch || p->ring.empty())
+		return;
+	const uint32_t mask = ring_mask();
+	for (uint32_t s = p->una; s != p->next_seq; s++) {
+		Inflight &f = p->ring[s & mask];
+		if (f.state == IF_FREE || f.seq != s)
+			continue;
+		bool acked = seq_lt(s, h->ack_cum);
+		if (!acked && seq_lt(h->ack_cum, s)) {
+			uint32_t i = s - h->ack_cum - 1;
+			acked = i < kSackBits && (h->ack_sack[i / 64] >> (i % 64) & 1);
+		}
+		if (acked)
+			release_slot(rt, p, f, EFA_OK);
+	}
+	advance_una(p);
+}
+
+void on_nak(Runtime *rt, Peer *p, const WireHdr *h, const NakBody *nb)
+{
+	if (!(h->flags & PF_ACK) || h->ack_epoch != p->epoch || p->ring.empty())
+		return;
+	Inflight &f = p->ring[nb->seq & ring_mask()];
+	if (f.state == IF_FREE || f.seq != nb->seq)
+		return;
+	const uint64_t now = now_ns();
+	if (nb->status == EFA_REMOTE_RNR) {
+		rt->stats.rnr_naks_received++;
+		const uint8_t retry = p->qp->rnr_retry;
+		if (f.state == IF_SENT && (retry == 7 || f.rnr_tries < retry)) {
+			f.rnr_tries++;
+			f.state = IF_RNR_WAIT;
+			f.first_ns = now; /* the peer is alive: restart the unresponsiveness clock */
+			f.due_ns = now + uint64_t(config().rnr_delay_us) * 1000;
+			rt->arm_timer(p, f.due_ns);
+			return;
+		}
+		if (f.state == IF_RNR_WAIT)
+			return;
+	}
+	release_slot(rt, p, f, nb->status);
+	advance_una(p);
+}
+
+} // namespace
+
+void Runtime::send_ack(Peer *p)
+{
+	WireHdr h;
+	header(this, p, h, PKT_ACK, 0);
+	iovec iov{&h, sizeof h};
+	stats.acks_sent++;
+	xmit(p->qp, p->sa, &iov, 1);
+}
+
+void Runtime::send_nak(Peer *p, uint32_t seq, uint8_t status)
+{
+	WireHdr h;
+	NakBody nb{};
+	header(this, p, h, PKT_NAK, sizeof nb);
+	nb.seq = seq;
+	nb.status = status;
+	iovec iov[2] = {{&h, sizeof h}, {&nb, sizeof nb}};
+	xmit(p->qp, p->sa, iov, 2);
+}
+
+void Runtime::complete_send(SendOp *op)
+{
+	if (op->op == OP_READ && op->peer && op->peer->reads_waiting && op->pkts_sent)
+		op->peer->reads_waiting--;
+	Qp *owner = op->owner;
+	if (!owner->quiet && (op->signaled || op->status != EFA_OK)) {
+		Cqe e{};
+		e.wr_id = op->wr_id;
+		e.status = op->status;
+		e.opcode = (op->op == OP_WRITE || op->op == OP_WRITE_IMM) ? IBV_WC_RDMA_WRITE : IBV_WC_SEND;
+		e.byte_len = uint32_t(op->len);
+		e.qp_num = owner->qpn;
+		push_cqe(owner->scq, e);
+	}
+	op->in_use = false;
+	op->gen++;
+	owner->sq_free.push_back(op->slot);
+}
+
+void Runtime::fail_peer(Peer *p, uint8_t status)
+{
+	stats.peer_timeouts++;
+	SIM_INFO("efasim%d: QP %u: peer QP %u %s: failing its work requests", index, p->qp->qpn, p->qpn,
+		 status == EFA_LOCAL_UNREACH_REMOTE ? "never answered" : "stopped answering");
+	Qp *qp = p->qp;
+	/* Ops still queued stop emitting. */
+	for (TxJob *j = p->txq_head; j; j = j->qnext)
+		if (j->status == EFA_OK)
+			j->status = status;
+	for (Inflight &f : p->ring)
+		if (f.state != IF_FREE)
+			release_slot(this, p, f, status);
+	/* Reads whose request was delivered but whose data never came. */
+	for (SendOp &op : qp->sq) {
+		if (op.in_use && op.peer == p && op.op == OP_READ && !op.pkts_out && !op.queued &&
+		    op.bytes_to_recv) {
+			op.status = status;
+			op.bytes_to_recv = 0;
+			complete_send(&op);
+		}
+	}
+	p->reads_waiting = 0;
+	/* Start over with a new channel: the receiver resets on the new epoch. */
+	p->epoch = new_epoch();
+	p->next_seq = p->una = 0;
+	p->inflight = 0;
+	p->inflight_bytes = 0;
+	p->rto_ns = uint64_t(config().rto_us) * 1000;
+	pump(p);
+}
+
+void Runtime::peer_timer(Peer *p, uint64_t now)
+{
+	const Config &c = config();
+	const uint64_t timeout = uint64_t(c.timeout_ms) * 1000000;
+	uint64_t deadline = UINT64_MAX;
+	if (p->inflight) {
+		const uint32_t mask = ring_mask();
+		for (uint32_t s = p->una; s != p->next_seq; s++) {
+			Inflight &f = p->ring[s & mask];
+			if (f.state == IF_FREE)
+				continue;
+			if (f.due_ns <= now) {
+				if (f.state == IF_SENT && now - f.first_ns >= timeout) {
+					fail_peer(p, p->heard ? EFA_LOCAL_UNRESP_REMOTE : EFA_LOCAL_UNREACH_REMOTE);
+					return peer_timer(p, now);
+				}
+				if (f.state == IF_RNR_WAIT) {
+					stats.rnr_retries++;
+					f.state = IF_SENT;
+					f.due_ns = now + p->rto_ns;
+				} else {
+					stats.retransmits++;
+					f.tries++;
+					uint64_t backoff = p->rto_ns << std::min<uint16_t>(f.tries, 16);
+					f.due_ns = now + std::min<uint64_t>(backoff, uint64_t(c.rto_max_us) * 1000);
+					/* Never wait past the moment the peer is declared dead. */
+					f.due_ns = std::min(f.due_ns, f.first_ns + timeout);
+				}
+				transmit(this, p, f);
+			}
+			deadline = std::min(deadline, f.due_ns);
+		}
+	}
+	if (p->reads_waiting && !p->inflight) {
+		if (now - p->last_rx_ns >= timeout) {
+			fail_peer(p, EFA_LOCAL_UNRESP_REMOTE);
+			return peer_timer(p, now);
+		}
+		deadline = std::min(deadline, p->last_rx_ns + timeout);
+	}
+	if (p->ack_pending) {
+		if (p->ack_due_ns <= now)
+			send_ack(p);
+		else
+			deadline = std::min(deadline, p->ack_due_ns);
+	}
+	p->deadline = deadline;
+}
+
+/* ------------------------------------------------------------------ receive */
+
+namespace {
+
+enum : uint8_t { DELIVER_DROP = 0xff };
+
+void rx_advance_to(Peer *p, uint32_t to)
+{
+	if (!seq_lt(p->rx_base, to))
+		return;
+	uint32_t shift = to - p->rx_base;
+	if (shift >= kRxWindow) {
+		p->rx_bits.fill(0);
+	} else {
+		/* shift the bitmap down by `shift` bits */
+		const unsigned words = kRxWindow / 64;
+		const unsigned ws = shift / 64, bs = shift % 64;
+		for (unsigned i = 0; i < words; i++) {
+			uint64_t lo = i + ws < words ? p->rx_bits[i + ws] : 0;
+			uint64_t hi = i + ws + 1 < words ? p->rx_bits[i + ws + 1] : 0;
+			p->rx_bits[i] = bs ? (lo >> bs) | (hi << (64 - bs)) : lo;
+		}
+	}
+	p->rx_base = to;
+	for (NakRecord &n : p->naks)
+		if (n.valid && seq_lt(n.seq, to))
+			n.valid = false;
+}
+
+void rx_mark(Peer *p, uint32_t seq)
+{
+	uint32_t d = seq - p->rx_base;
+	p->rx_bits[d / 64] |= 1ull << (d % 64);
+	/* slide over the received prefix */
+	uint32_t n = 0;
+	while (n < kRxWindow && (p->rx_bits[n / 64] >> (n % 64) & 1))
+		n++;
+	if (n)
+		rx_advance_to(p, p->rx_base + n);
+}
+
+uint16_t slid_for(Runtime *rt, Qp *qp, const Gid &gid, Cqe &e)
+{
+	uint16_t ahn;
+	if (rt->pd_has_ah(qp->pd, gid, &ahn))
+		return ahn;
+	e.has_sgid = 1;
+	e.sgid = gid;
+	return 0xffff;
+}
+
+} // namespace
+
+void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const sockaddr_in &from)
+{
+	Parsed pk;
+	if (!parse(buf, len, pk) || pk.hdr->dst_qpn != qp->qpn) {
+		stats.malformed++;
+		return;
+	}
+	const WireHdr *h = pk.hdr;
+	Gid sgid;
+	std::memcpy(sgid.raw, h->src_gid, 16);
+	sockaddr_in expect;
+	if (!gid_to_sockaddr(sgid, h->src_qpn, expect) || expect.sin_addr.s_addr != from.sin_addr.s_addr ||
+	    expect.sin_port != from.sin_port) {
+		stats.malformed++; /* source address does not match the claimed GID/QPN */
+		return;
+	}
+	stats.rx_packets++;
+	stats.rx_bytes += len;
+	const ibv_qp_state st = qp->state();
+	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT)
+		return; /* not yet able to receive: silently dropped, as on hardware */
+
+	Peer *p = peer_for(qp, sgid, h->src_qpn, true);
+	if (!p)
+		return;
+	const uint64_t now = now_ns();
+	p->heard = true;
+	p->last_rx_ns = now;
+
+	if (h->flags & PF_ACK) {
+		on_ack(this, p, h);
+		if (p->txq_head)
+			pump(p);
+	}
+	if (h->type == PKT_ACK)
+		return;
+	if (h->type == PKT_NAK) {
+		on_nak(this, p, h, reinterpret_cast<const NakBody *>(pk.body));
+		pump(p);
+		return;
+	}
+
+	/* ---- a data packet */
+	if (!p->rx_valid || h->epoch != p->rx_epoch) {
+		if (p->rx_valid && seq_lt(h->epoch, p->rx_epoch))
+			return; /* from an abandoned channel */
+		p->rx_valid = true;
+		p->rx_epoch = h->epoch;
+		p->rx_base = h->snd_una;
+		p->rx_highest = h->snd_una;
+		p->rx_bits.fill(0);
+		for (NakRecord &n : p->naks)
+			n.valid = false;
+	}
+	rx_advance_to(p, h->snd_una);
+	const uint32_t seq = h->seq;
+	auto schedule_ack = [&] {
+		p->ack_pending++;
+		if (p->ack_pending >= config().ack_every || config().ack_delay_us == 0) {
+			send_ack(p);
+		} else if (!p->ack_due_ns) {
+			p->ack_due_ns = now + uint64_t(config().ack_delay_us) * 1000;
+			arm_timer(p, p->ack_due_ns);
+		}
+	};
+	if (seq_lt(seq, p->rx_base)) {
+		stats.duplicates++;
+		schedule_ack();
+		return;
+	}
+	const uint32_t d = seq - p->rx_base;
+	if (d >= kRxWindow)
+		return; /* beyond the window: the sender will retransmit */
+	if (p->rx_bits[d / 64] >> (d % 64) & 1) {
+		stats.duplicates++;
+		schedule_ack();
+		return;
+	}
+	for (const NakRecord &n : p->naks) {
+		if (n.valid && n.seq == seq) {
+			send_nak(p, seq, n.status);
+			return;
+		}
+	}
+	if (seq_lt(seq, p->rx_highest))
+		stats.out_of_order++;
+	else
+		p->rx_highest = seq + 1;
+
+	uint8_t status;
+	ReadResp *resp = nullptr;
+	if (h->type != PKT_READ_RESP && h->qkey != qp->qkey) {
+		/* Delivered by SRD, refused by the QP: acknowledged, dropped, counted. */
+		stats.qkey_drops++;
+		status = EFA_OK;
+	} else if (st == IBV_QPS_ERR || st == IBV_QPS_SQE) {
+		status = EFA_REMOTE_BAD_DEST_QPN;
+	} else {
+		status = EFA_OK;
+		const Profile &prof = *config().profile;
+		switch (h->type) {
+		case PKT_SEND: {
+			const auto *b = reinterpret_cast<const SendBody *>(pk.body);
+			if (b->msg_len != pk.payload_len || pk.payload_len > config().mtu) {
+				stats.malformed++;
+				return;
+			}
+			if (!qp->rq_count) {
+				status = EFA_REMOTE_RNR;
+				break;
+			}
+			RecvWr &wr = qp->rq[qp->rq_head];
+			qp->rq_head = (qp->rq_head + 1) % uint32_t(qp->rq.size());
+			qp->rq_count--;
+			Cqe e{};
+			e.wr_id = wr.wr_id;
+			e.opcode = IBV_WC_RECV;
+			e.byte_len = b->msg_len;
+			e.qp_num = qp->qpn;
+			e.src_qp = h->src_qpn;
+			e.sl = b->sl;
+			e.slid = slid_for(this, qp, sgid, e);
+			if (h->flags & PF_IMM) {
+				e.imm = b->imm;
+				e.wc_flags = IBV_WC_WITH_IMM;
+			}
+			uint64_t cap = 0;
+			for (unsigned i = 0; i < wr.nsge; i++)
+				cap += wr.sge[i].length;
+			if (b->msg_len > cap) {
+				e.status = EFA_LOCAL_BAD_LENGTH;
+				status = EFA_REMOTE_BAD_LENGTH;
+			} else if (!scatter(this, qp->pd, wr.sge, wr.nsge, 0, pk.payload, pk.payload_len)) {
+				e.status = EFA_LOCAL_INVALID_LKEY;
+				status = EFA_REMOTE_BAD_STATUS;
+			}
+			push_cqe(qp->rcq, e);
+			break;
+		}
+		case PKT_WRITE: {
+			const auto *b = reinterpret_cast<const WriteBody *>(pk.body);
+			if (b->offset > b->total_len || pk.payload_len > b->total_len - b->offset ||
+			    pk.payload_len > config().segment) {
+				stats.malformed++;
+				return;
+			}
+			if (!(prof.device_caps & EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE)) {
+				status = EFA_REMOTE_FEATURE_MISMATCH;
+				break;
+			}
+			if (!pd_has_ah(qp->pd, sgid, nullptr)) {
+				status = EFA_REMOTE_UNKNOWN_PEER;
+				break;
+			}
+			/* Every segment checks the whole write: a bad write touches nothing. */
+			uint8_t *dst = remote_target(this, qp, b->rkey, b->raddr, b->total_len, IBV_ACCESS_REMOTE_WRITE);
+			if (!dst) {
+				status = EFA_REMOTE_BAD_ADDRESS;
+				break;
+			}
+			const bool imm = (h->flags & PF_IMM) && b->last;
+			const bool unsol = qp->efa_flags & EFADV_QP_FLAGS_UNSOLICITED_WRITE_RECV;
+			if (imm && !unsol && !qp->rq_count) {
+				status = EFA_REMOTE_RNR;
+				break;
+			}
+			if (pk.payload_len)
+				std::memcpy(dst + b->offset, pk.payload, pk.payload_len);
+			stats.rdma_write_bytes += pk.payload_len;
+			if (imm) {
+				Cqe e{};
+				if (unsol) {
+					e.unsolicited = 1;
+					stats.unsolicited_recvs++;
+				} else {
+					e.wr_id = qp->rq[qp->rq_head].wr_id;
+					qp->rq_head = (qp->rq_head + 1) % uint32_t(qp->rq.size());
+					qp->rq_count--;
+				}
+				e.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+				e.byte_len = uint32_t(b->total_len);
+				e.imm = b->imm;
+				e.wc_flags = IBV_WC_WITH_IMM;
+				e.qp_num = qp->qpn;
+				e.src_qp = h->src_qpn;
+				e.sl = b->sl;
+				e.slid = slid_for(this, qp, sgid, e);
+				push_cqe(qp->rcq, e);
+			}
+			break;
+		}
+		case PKT_READ_REQ: {
+			const auto *b = reinterpret_cast<const ReadReqBody *>(pk.body);
+			if (!(prof.device_caps & EFADV_DEVICE_ATTR_CAPS_RDMA_READ)) {
+				status = EFA_REMOTE_FEATURE_MISMATCH;
+				break;
+			}
+			if (!pd_has_ah(qp->pd, sgid, nullptr)) {
+				status = EFA_REMOTE_UNKNOWN_PEER;
+				break;
+			}
+			if (b->len > config().max_rdma_size) {
+				status = EFA_REMOTE_BAD_LENGTH;
+				break;
+			}
+			if (!remote_target(this, qp, b->rkey, b->raddr, b->len, IBV_ACCESS_REMOTE_READ)) {
+				status = EFA_REMOTE_BAD_ADDRESS;
+				break;
+			}
+			if (b->len) {
+				resp = new ReadResp();
+				resp->op = OP_READ_RESP;
+				resp->local = false;
+				resp->rkey = b->rkey;
+				resp->raddr = b->raddr;
+				resp->len = b->len;
+				resp->op_id = b->op_id;
+				resp->pkts_total = npackets(b->len);
+			}
+			break;
+		}
+		case PKT_READ_RESP: {
+			const auto *b = reinterpret_cast<const ReadRespBody *>(pk.body);
+			const uint32_t slot = b->op_id & 0xffff;
+			if (slot >= qp->sq.size())
+				break;
+			SendOp &op = qp->sq[slot];
+			if (!op.in_use || op.op_id() != b->op_id || op.op != OP_READ || op.peer != p ||
+			    op.status != EFA_OK)
+				break; /* stale: the read already ended */
+			if (b->reserved) {
+				op.status = uint8_t(b->reserved);
+				op.bytes_to_recv = 0;
+			} else if (b->offset > op.len || pk.payload_len > op.len - b->offset ||
+				   pk.payload_len > op.bytes_to_recv) {
+				stats.malformed++;
+				return;
+			} else if (!scatter(this, qp->pd, op.sge, op.nsge, b->offset, pk.payload, pk.payload_len)) {
+				op.status = EFA_LOCAL_INVALID_LKEY;
+				op.bytes_to_recv = 0;
+			} else {
+				op.bytes_to_recv -= pk.payload_len;
+			}
+			if (!op.bytes_to_recv)
+				job_finished(this, &op);
+			break;
+		}
+		}
+	}
+
+	if (status == EFA_OK) {
+		rx_mark(p, seq);
+		schedule_ack();
+		if (resp)
+			enqueue(p, resp);
+	} else if (status == EFA_REMOTE_RNR) {
+		stats.rnr_naks_sent++;
+		send_nak(p, seq, status);
+	} else {
+		stats.remote_errors++;
+		NakRecord &slot = p->naks[seq % p->naks.size()];
+		slot = NakRecord{seq, status, true};
+		send_nak(p, seq, status);
+	}
+}
+
+void Runtime::flush_qp(Qp *qp)
+{
+	/* Queued and in-flight work of this QP ends with FLUSHED (no completion while the QP
+	 * is being destroyed: complete_send() checks Qp::destroying). */
+	for (auto &[k, p] : qp->peers) {
+		for (TxJob *j = p->txq_head; j; j = j->qnext)
+			if (j->status == EFA_OK)
+				j->status = EFA_FLUSHED;
+		for (Inflight &f : p->ring)
+			if (f.state != IF_FREE)
+				release_slot(this, p, f, EFA_FLUSHED);
+		for (TxJob *j = p->txq_head; j;) {
+			TxJob *n = j->qnext;
+			j->queued = false;
+			if (!j->local && !j->pkts_out)
+				delete static_cast<ReadResp *>(j);
+			j = n;
+		}
+		p->txq_head = p->txq_tail = nullptr;
+		p->reads_waiting = 0;
+		p->epoch = new_epoch();
+		p->next_seq = p->una = 0;
+		p->inflight = 0;
+		p->inflight_bytes = 0;
+	}
+	for (SendOp &op : qp->sq) {
+		if (!op.in_use)
+			continue;
+		op.status = EFA_FLUSHED;
+		op.pkts_out = 0;
+		op.bytes_to_recv = 0;
+		complete_send(&op);
+	}
+	while (qp->rq_count) {
+		RecvWr &wr = qp->rq[qp->rq_head];
+		if (!qp->quiet) {
+			Cqe e{};
+			e.wr_id = wr.wr_id;
+			e.status = EFA_FLUSHED;
+			e.opcode = IBV_WC_RECV;
+			e.qp_num = qp->qpn;
+			push_cqe(qp->rcq, e);
+		}
+		qp->rq_head = (qp->rq_head + 1) % uint32_t(qp->rq.size());
+		qp->rq_count--;
+	}
+}
+
+} // namespace efasim

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Wire format of the software EFA device: one UDP datagram = one WireHdr + one body
+ * + payload. Specified in prov/efa/sim/README.md ("Wire format"); every struct here is a
+ * POD with a static_assert on its size. Fields are little-endian (the device runs on
+ * x86-64 and aarch64 Linux only; both are little-endian).
+ *
+ * Everything read from a datagram is untrusted: parse() checks the magic, version,
+ * type, and that the declared lengths fit in the datagram before anything else looks
+ * at it.
+ */
+#ifndef EFASIM_WIRE_H
+#define EFASIM_WIRE_H
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace efasim {
+
+inline constexpr uint32_t kWireMagic = 0x53414645; /* "EFAS" */
+inline constexpr uint8_t kWireVersion = 1;
+
+enum PktType : uint8_t {
+	PKT_ACK = 1,       /* acknowledgement only, no sequence number */
+	PKT_NAK = 2,       /* negative acknowledgement of one sequence number */
+	PKT_SEND = 3,      /* send / send with immediate: consumes a posted receive */
+	PKT_WRITE = 4,     /* one segment of an RDMA write (the last may carry an immediate) */
+	PKT_READ_REQ = 5,  /* RDMA read request */
+	PKT_READ_RESP = 6, /* one segment of an RDMA read response */
+	PKT_TYPE_MAX = 7,
+};
+
+enum PktFlags : uint8_t {
+	PF_ACK = 1 << 0, /* ack_epoch / ack_cum / ack_sack are valid */
+	PF_IMM = 1 << 1, /* the body's imm field is valid */
+	PF_HINT = 1 << 2, /* processing hints were set on the work request */
+};
+
+inline constexpr unsigned kSackBits = 128;
+
+struct WireHdr {
+	uint32_t magic;
+	uint8_t version;
+	uint8_t type;
+	uint8_t flags;
+	uint8_t path;      /* which of the sender's paths carried the packet */
+	uint16_t src_qpn;
+	uint16_t dst_qpn;
+	uint32_t qkey;     /* must equal the destination QP's QKEY (data packets) */
+	uint8_t src_gid[16];
+	uint32_t epoch;    /* sender's channel epoch to this destination */
+	uint32_t seq;      /* data packets: sequence number in that channel */
+	uint32_t snd_una;  /* sender: every seq below this is acknowledged or abandoned */
+	uint32_t ack_epoch; /* PF_ACK: epoch of the reverse channel being acknowledged */
+	uint32_t ack_cum;  /* PF_ACK: every seq below this was received */
+	uint32_t body_len; /* bytes after this header: body struct + payload */
+	uint64_t ack_sack[2]; /* PF_ACK: bit i = seq ack_cum + 1 + i was received */
+};
+static_assert(sizeof(WireHdr) == 72, "wire header size");
+
+struct SendBody {
+	uint32_t msg_len;
+	uint32_t imm; /* network byte order, as the application gave it */
+	uint8_t sl;
+	uint8_t reserved[7];
+};
+static_assert(sizeof(SendBody) == 16, "send body size");
+
+struct WriteBody {
+	uint32_t rkey;
+	uint32_t imm;
+	uint64_t raddr;     /* start of the whole write: checked in full by every segment */
+	uint64_t total_len; /* length of the whole write */
+	uint64_t offset;    /* of this segment's payload within the write */
+	uint8_t last;       /* 1: final segment; completes a write-with-immediate */
+	uint8_t sl;
+	uint8_t reserved[6];
+};
+static_assert(sizeof(WriteBody) == 40, "write body size");
+
+struct ReadReqBody {
+	uint32_t rkey;
+	uint32_t op_id; /* initiator's operation id, echoed by the responses */
+	uint64_t raddr;
+	uint64_t len;
+};
+static_assert(sizeof(ReadReqBody) == 24, "read request body size");
+
+struct ReadRespBody {
+	uint32_t op_id;
+	uint32_t reserved;
+	uint64_t offset;
+};
+static_assert(sizeof(ReadRespBody) == 16, "read response body size");
+
+struct NakBody {
+	uint32_t seq;
+	uint8_t status; /* EFA completion status the initiator must report */
+	uint8_t reserved[3];
+};
+static_assert(sizeof(NakBody) == 8, "nak body size");
+
+inline constexpr size_t body_size(uint8_t type)
+{
+	switch (type) {
+	case PKT_ACK: return 0;
+	case PKT_NAK: return sizeof(NakBody);
+	case PKT_SEND: return sizeof(SendBody);
+	case PKT_WRITE: return sizeof(WriteBody);
+	case PKT_READ_REQ: return sizeof(ReadReqBody);
+	case PKT_READ_RESP: return sizeof(ReadRespBody);
+	default: return SIZE_MAX;
+	}
+}
+
+inline constexpr bool is_data(uint8_t type) { return type >= PKT_SEND && type < PKT_TYPE_MAX; }
+
+/* A datagram that passed parse(): header, body and payload all lie inside it. */
+struct Parsed {
+	const WireHdr *hdr;
+	const uint8_t *body;
+	const uint8_t *payload;
+	size_t payload_len;
+};
+
+/* Validates a received datagram. Returns false for anything malformed. */
+inline bool parse(const uint8_t *buf, size_t len, Parsed &out)
+{
+	if (len < sizeof(WireHdr))
+		return false;
+	const auto *h = reinterpret_cast<const WireHdr *>(buf);
+	if (h->magic != kWireMagic || h->version != kWireVersion)
+		return false;
+	const size_t bsz = body_size(h->type);
+	if (bsz == SIZE_MAX || h->body_len != len - sizeof(WireHdr) || h->body_len < bsz)
+		return false;
+	if (!is_data(h->type) && h->body_len != bsz)
+		return false;
+	if (h->type == PKT_READ_REQ && h->body_len != bsz)
+		return false;
+	out.hdr = h;
+	out.body = buf + sizeof(WireHdr);
+	out.payload = out.body + bsz;
+	out.payload_len = h->body_len - bsz;
+	return true;
+}
+
+/* Serial-number comparison (RFC 1982) for 32-bit sequence numbers and epochs. */
+inline constexpr bool seq_lt(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
+inline constexpr bool seq_le(uint32_t a, uint32_t b) { return int32_t(a - b) <= 0; }
+
+} // namespace efasim
+
+#endif /* EFASIM_WIRE_H */
