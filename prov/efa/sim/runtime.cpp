@@ -65,10 +65,26 @@ bool faults_enabled()
 	return c.loss > 0 || c.dup > 0 || c.reorder > 0 || c.delay_us > 0;
 }
 
+/*
+ * fork(): the child shares the parent's sockets and epoll set but has no engine thread.
+ * It must not use the parent's device objects; if it opens a device, it gets a new
+ * Runtime of its own.
+ */
+void atfork_prepare() { g_rt_lock.lock(); }
+void atfork_parent() { g_rt_lock.unlock(); }
+void atfork_child()
+{
+	for (Runtime *&rt : g_rt)
+		rt = nullptr;
+	g_rt_lock.unlock();
+}
+
 } // namespace
 
 Runtime *Runtime::acquire(int index)
 {
+	static std::once_flag once;
+	std::call_once(once, [] { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); });
 	std::lock_guard<std::mutex> g(g_rt_lock);
 	if (Runtime *rt = g_rt[index]) {
 		rt->refs++;
@@ -183,12 +199,19 @@ void Runtime::engine_main()
 	epoll_event evs[64];
 	std::vector<uint32_t> ready;
 	const uint64_t grace = uint64_t(config().poll_grace_us) * 1000;
+	/*
+	 * While an application keeps polling, the engine only checks now and then whether it
+	 * stopped; the interval doubles from the grace period up to 1 ms, so a polling
+	 * application costs the engine about one wake-up per millisecond, not one per packet.
+	 */
+	const uint64_t recheck_max = std::max<uint64_t>(grace, 1000000);
+	uint64_t recheck = grace;
 
 	while (!stop.load(std::memory_order_acquire)) {
 		uint64_t now = now_ns();
 		uint64_t wake = timer_hint.load(std::memory_order_acquire);
 		if (engine_has_deferred.load(std::memory_order_relaxed))
-			wake = std::min(wake, last_poll_any.load(std::memory_order_relaxed) + grace);
+			wake = std::min(wake, std::max(last_poll_any.load(std::memory_order_relaxed) + grace, now + recheck));
 		engine_wake_at.store(wake, std::memory_order_release);
 		/* A deadline set by another thread after the load above kicks the eventfd. */
 		if (timer_hint.load(std::memory_order_acquire) < wake)
@@ -249,6 +272,7 @@ void Runtime::engine_main()
 				rearm(this, qp);
 			}
 			engine_has_deferred = still;
+			recheck = still ? std::min(recheck * 2, recheck_max) : grace;
 		}
 		if (now >= next_deadline)
 			run_timers(now);

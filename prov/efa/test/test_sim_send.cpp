@@ -57,3 +57,332 @@ Test(sim_send, sizes_across_processes)
 			return 0;
 		});
 }
+
+Test(sim_send, immediate_multi_sge_inline_and_unknown_ah)
+{
+	run_pair(
+		[&](Chan &ch) {
+			Node a(NodeOpts{.inline_size = 32});
+			ch.send(a.self);
+			Addr b = ch.recv<Addr>();
+			ibv_ah *ah = a.ah_for(b);
+			std::vector<uint8_t> buf(4096);
+			ibv_mr *mr = a.reg(buf.data(), buf.size());
+			ch.sync(1);
+			/* send with immediate */
+			fill(buf.data(), 100, 7);
+			cr_assert_eq(a.post(IBV_WR_SEND_WITH_IMM, ah, b, mr, buf.data(), 100, 1, 0, 0, 0xabcdef01), 0);
+			/* two SGEs */
+			fill(buf.data(), 1000, 8);
+			ibv_wr_start(a.qpx);
+			a.qpx->wr_id = 2;
+			a.qpx->wr_flags = IBV_SEND_SIGNALED;
+			ibv_wr_send(a.qpx);
+			ibv_sge sg[2] = {{uintptr_t(buf.data()), 600, mr->lkey}, {uintptr_t(buf.data() + 600), 400, mr->lkey}};
+			ibv_wr_set_sge_list(a.qpx, 2, sg);
+			ibv_wr_set_ud_addr(a.qpx, ah, b.qpn, b.qkey);
+			cr_assert_eq(ibv_wr_complete(a.qpx), 0);
+			/* inline: the buffer may change right after posting */
+			uint8_t small[32];
+			fill(small, 32, 9);
+			cr_assert_eq(a.post(IBV_WR_SEND, ah, b, nullptr, small, 32, 3, 0, 0, 0, true), 0);
+			memset(small, 0, sizeof small);
+			/* inline larger than the QP's max_inline_data: the batch is refused */
+			uint8_t big[64] = {};
+			cr_assert_eq(a.post(IBV_WR_SEND, ah, b, nullptr, big, 64, 4, 0, 0, 0, true), EINVAL);
+			auto c = a.wait(3);
+			cr_assert_eq(c.size(), 3u);
+			for (auto &e : c)
+				cr_assert_eq(e.status, IBV_WC_SUCCESS);
+			ch.sync(2);
+		},
+		[&](Chan &ch) {
+			/* no AH for the sender: completions carry its GID */
+			Node b;
+			Addr a = ch.recv<Addr>();
+			ch.send(b.self);
+			std::vector<uint8_t> buf(3 * 4096);
+			ibv_mr *mr = b.reg(buf.data(), buf.size());
+			for (int i = 0; i < 3; i++)
+				PEER_CHECK(b.post_recv(mr, buf.data() + i * 4096, 4096, uint64_t(i + 1)) == 0);
+			ch.sync(1);
+			auto c = b.wait(3);
+			PEER_CHECK(c.size() == 3);
+			for (auto &e : c) {
+				PEER_CHECK(e.status == IBV_WC_SUCCESS);
+				PEER_CHECK(e.has_sgid && memcmp(e.sgid.raw, a.gid.raw, 16) == 0);
+				PEER_CHECK(e.slid == 0xffff);
+				uint8_t *p = buf.data() + (e.wr_id - 1) * 4096;
+				if (e.wr_id == 1) {
+					PEER_CHECK(e.byte_len == 100 && check(p, 100, 7));
+					PEER_CHECK((e.wc_flags & IBV_WC_WITH_IMM) && e.imm == 0xabcdef01);
+				} else if (e.wr_id == 2) {
+					PEER_CHECK(e.byte_len == 1000 && check(p, 1000, 8));
+					PEER_CHECK(!(e.wc_flags & IBV_WC_WITH_IMM));
+				} else {
+					PEER_CHECK(e.byte_len == 32 && check(p, 32, 9));
+				}
+			}
+			ch.sync(2);
+			return 0;
+		});
+}
+
+Test(sim_send, local_errors_complete_with_efa_codes)
+{
+	Node a;
+	std::vector<uint8_t> buf(10000);
+	ibv_mr *mr = a.reg(buf.data(), buf.size());
+	ibv_ah *ah = a.ah_for(a.self);
+	/* longer than the MTU */
+	cr_assert_eq(a.post(IBV_WR_SEND, ah, a.self, mr, buf.data(), 8929, 1), 0);
+	/* an lkey that is not registered */
+	cr_assert_eq(a.post(IBV_WR_SEND, ah, a.self, nullptr, buf.data(), 10, 2), 0);
+	/* a buffer outside the MR */
+	static uint8_t other[64];
+	cr_assert_eq(a.post(IBV_WR_SEND, ah, a.self, mr, other, 10, 3), 0);
+	auto c = a.wait(3);
+	cr_assert_eq(c.size(), 3u);
+	for (auto &e : c) {
+		if (e.wr_id == 1) {
+			cr_assert_eq(e.vendor_err, 6u);
+			cr_assert_eq(e.status, IBV_WC_LOC_LEN_ERR);
+		} else {
+			cr_assert_eq(e.vendor_err, 5u);
+			cr_assert_eq(e.status, IBV_WC_LOC_PROT_ERR);
+		}
+	}
+}
+
+Test(sim_send, send_to_self_and_receive_too_short)
+{
+	Node a;
+	std::vector<uint8_t> tx(2000), rx(100);
+	ibv_mr *mt = a.reg(tx.data(), tx.size());
+	ibv_mr *mrx = a.reg(rx.data(), rx.size());
+	ibv_ah *ah = a.ah_for(a.self);
+	cr_assert_eq(a.post_recv(mrx, rx.data(), 100, 77), 0);
+	cr_assert_eq(a.post_recv(mrx, rx.data(), 100, 78), 0);
+	fill(tx.data(), 50, 3);
+	cr_assert_eq(a.post(IBV_WR_SEND, ah, a.self, mt, tx.data(), 50, 1), 0);
+	cr_assert_eq(a.post(IBV_WR_SEND, ah, a.self, mt, tx.data(), 2000, 2), 0);
+	auto c = a.wait(4);
+	cr_assert_eq(c.size(), 4u);
+	int seen = 0;
+	for (auto &e : c) {
+		switch (e.wr_id) {
+		case 1: cr_assert_eq(e.status, IBV_WC_SUCCESS); seen |= 1; break;
+		case 2: cr_assert_eq(e.vendor_err, 11u, "sender of a too long message"); seen |= 2; break;
+		case 77:
+			cr_assert_eq(e.status, IBV_WC_SUCCESS);
+			cr_assert_eq(e.byte_len, 50u);
+			seen |= 4;
+			break;
+		case 78: cr_assert_eq(e.vendor_err, 6u, "receive buffer too short"); seen |= 8; break;
+		}
+	}
+	cr_assert_eq(seen, 15);
+}
+
+Test(sim_send, rnr_retry_zero_fails_with_rnr)
+{
+	run_pair(
+		[&](Chan &ch) {
+			Node a(NodeOpts{.rnr_retry = 0});
+			ch.send(a.self);
+			Addr b = ch.recv<Addr>();
+			ibv_ah *ah = a.ah_for(b);
+			uint8_t buf[64];
+			ibv_mr *mr = a.reg(buf, sizeof buf);
+			cr_assert_eq(a.post(IBV_WR_SEND, ah, b, mr, buf, 64, 1), 0);
+			auto c = a.wait(1);
+			cr_assert_eq(c.size(), 1u);
+			cr_assert_eq(c[0].vendor_err, 10u);
+			cr_assert_eq(c[0].status, IBV_WC_RNR_RETRY_EXC_ERR);
+			cr_assert_geq(a.stats().rnr_naks_received, 1u);
+			ch.sync(1);
+		},
+		[&](Chan &ch) {
+			Node b;
+			ch.recv<Addr>();
+			ch.send(b.self);
+			ch.sync(1); /* no receive was ever posted */
+			PEER_CHECK(b.stats().rnr_naks_sent >= 1);
+			return 0;
+		});
+}
+
+Test(sim_send, rnr_retry_forever_succeeds_when_receiver_posts_late)
+{
+	run_pair(
+		[&](Chan &ch) {
+			Node a; /* rnr_retry 7 */
+			ch.send(a.self);
+			Addr b = ch.recv<Addr>();
+			ibv_ah *ah = a.ah_for(b);
+			uint8_t buf[64];
+			fill(buf, 64, 5);
+			ibv_mr *mr = a.reg(buf, sizeof buf);
+			cr_assert_eq(a.post(IBV_WR_SEND, ah, b, mr, buf, 64, 1), 0);
+			/* Tell the receiver once the device has seen an RNR NAK. */
+			while (a.stats().rnr_naks_received == 0)
+				a.wait(0, 1);
+			ch.sync(1);
+			auto c = a.wait(1);
+			cr_assert_eq(c.size(), 1u);
+			cr_assert_eq(c[0].status, IBV_WC_SUCCESS);
+			ch.sync(2);
+		},
+		[&](Chan &ch) {
+			Node b;
+			ch.recv<Addr>();
+			ch.send(b.self);
+			ch.sync(1);
+			uint8_t rx[64];
+			PEER_CHECK(b.post_recv(b.reg(rx, sizeof rx), rx, sizeof rx, 9) == 0);
+			auto c = b.wait(1);
+			PEER_CHECK(c.size() == 1 && c[0].status == IBV_WC_SUCCESS && check(rx, 64, 5));
+			ch.sync(2);
+			return 0;
+		});
+}
+
+Test(sim_send, wrong_qkey_is_dropped_and_counted)
+{
+	Node a;
+	uint8_t tx[16], rx[16];
+	ibv_mr *mt = a.reg(tx, sizeof tx);
+	ibv_mr *mrx = a.reg(rx, sizeof rx);
+	ibv_ah *ah = a.ah_for(a.self);
+	cr_assert_eq(a.post_recv(mrx, rx, sizeof rx, 50), 0);
+	Addr wrong = a.self;
+	wrong.qkey = a.self.qkey + 1;
+	cr_assert_eq(a.post(IBV_WR_SEND, ah, wrong, mt, tx, 16, 1), 0);
+	auto c = a.wait(1);
+	cr_assert_eq(c.size(), 1u);
+	cr_assert_eq(c[0].wr_id, 1u, "the receive must not complete");
+	cr_assert_eq(c[0].status, IBV_WC_SUCCESS, "SRD delivered it; the QP dropped it");
+	cr_assert_eq(a.stats().qkey_drops, 1u);
+	/* the receive is still there for a correct send */
+	cr_assert_eq(a.post(IBV_WR_SEND, ah, a.self, mt, tx, 16, 2), 0);
+	c = a.wait(2);
+	cr_assert_eq(c.size(), 2u);
+}
+
+Test(sim_send, completion_channel_wakes_an_armed_cq)
+{
+	run_pair(
+		[&](Chan &ch) {
+			Node a(NodeOpts{.channel = true});
+			ch.send(a.self);
+			ch.recv<Addr>();
+			uint8_t rx[64];
+			cr_assert_eq(a.post_recv(a.reg(rx, sizeof rx), rx, sizeof rx, 1), 0);
+			cr_assert_eq(ibv_req_notify_cq(ibv_cq_ex_to_cq(a.cq), 0), 0);
+			pollfd pfd{a.channel->fd, POLLIN, 0};
+			cr_assert_eq(poll(&pfd, 1, 0), 0, "readable before any completion");
+			ch.sync(1);
+			cr_assert_eq(poll(&pfd, 1, 10000), 1, "no event within 10 s");
+			ibv_cq *ev_cq;
+			void *ev_ctx;
+			cr_assert_eq(ibv_get_cq_event(a.channel, &ev_cq, &ev_ctx), 0);
+			cr_assert_eq(ev_cq, ibv_cq_ex_to_cq(a.cq));
+			ibv_ack_cq_events(ev_cq, 1);
+			auto c = a.wait(1);
+			cr_assert_eq(c.size(), 1u);
+			cr_assert_eq(c[0].opcode, IBV_WC_RECV);
+			cr_assert_eq(poll(&pfd, 1, 0), 0, "one event per arming");
+			ch.sync(2);
+		},
+		[&](Chan &ch) {
+			Node b;
+			Addr a = ch.recv<Addr>();
+			ch.send(b.self);
+			ch.sync(1);
+			uint8_t tx[64] = {1};
+			PEER_CHECK(b.post(IBV_WR_SEND, b.ah_for(a), a, b.reg(tx, 64), tx, 64, 1) == 0);
+			auto c = b.wait(1);
+			PEER_CHECK(c.size() == 1 && c[0].status == IBV_WC_SUCCESS);
+			ch.sync(2);
+			return 0;
+		});
+}
+
+Test(sim_send, legacy_post_send_and_poll_cq)
+{
+	Node a;
+	uint8_t tx[32], rx[32];
+	fill(tx, 32, 4);
+	ibv_mr *mt = a.reg(tx, sizeof tx);
+	ibv_mr *mrx = a.reg(rx, sizeof rx);
+	ibv_ah *ah = a.ah_for(a.self);
+	cr_assert_eq(a.post_recv(mrx, rx, sizeof rx, 2), 0);
+	ibv_sge s{uintptr_t(tx), 32, mt->lkey};
+	ibv_send_wr wr{};
+	wr.wr_id = 1;
+	wr.sg_list = &s;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = a.self.qpn;
+	wr.wr.ud.remote_qkey = a.self.qkey;
+	ibv_send_wr *bad = nullptr;
+	cr_assert_eq(ibv_post_send(a.qp, &wr, &bad), 0);
+	ibv_wc wc[4];
+	int got = 0;
+	for (int i = 0; i < 1000000 && got < 2; i++) {
+		int n = ibv_poll_cq(ibv_cq_ex_to_cq(a.cq), 4 - got, wc + got);
+		cr_assert_geq(n, 0);
+		got += n;
+	}
+	cr_assert_eq(got, 2);
+	cr_assert(check(rx, 32, 4));
+}
+
+Test(sim_send, polling_application_pays_no_wakeup_per_packet)
+{
+	const int iters = 2000;
+	run_pair(
+		[&](Chan &ch) {
+			Node a;
+			ch.send(a.self);
+			Addr b = ch.recv<Addr>();
+			ibv_ah *ah = a.ah_for(b);
+			uint8_t tx[8], rx[8];
+			ibv_mr *mt = a.reg(tx, 8), *mrx = a.reg(rx, 8);
+			ch.sync(1);
+			for (int i = 0; i < iters; i++) {
+				cr_assert_eq(a.post_recv(mrx, rx, 8, 0), 0);
+				cr_assert_eq(a.post(IBV_WR_SEND, ah, b, mt, tx, 8, 1), 0);
+				auto c = a.wait(2);
+				cr_assert_eq(c.size(), 2u);
+			}
+			efasim_stats s = a.stats();
+			cr_assert_lt(s.engine_wakeups, uint64_t(iters / 10), "engine woke %lu times for %d round trips",
+				     s.engine_wakeups, iters);
+			cr_assert_geq(s.poll_drains, uint64_t(iters));
+			ch.sync(2);
+		},
+		[&](Chan &ch) {
+			Node b;
+			Addr a = ch.recv<Addr>();
+			ch.send(b.self);
+			ibv_ah *ah = b.ah_for(a);
+			uint8_t tx[8], rx[8];
+			ibv_mr *mt = b.reg(tx, 8), *mrx = b.reg(rx, 8);
+			PEER_CHECK(b.post_recv(mrx, rx, 8, 0) == 0);
+			ch.sync(1);
+			for (int i = 0; i < iters; i++) {
+				auto c = b.wait(1);
+				PEER_CHECK(c.size() == 1 && c[0].opcode == IBV_WC_RECV);
+				if (i + 1 < iters)
+					PEER_CHECK(b.post_recv(mrx, rx, 8, 0) == 0);
+				PEER_CHECK(b.post(IBV_WR_SEND, ah, a, mt, tx, 8, 1) == 0);
+				c = b.wait(1);
+				PEER_CHECK(c.size() == 1 && c[0].status == IBV_WC_SUCCESS);
+			}
+			ch.sync(2);
+			return 0;
+		});
+}

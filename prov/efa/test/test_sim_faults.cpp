@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Software EFA device: reliability. Natural reordering over several paths, exactly-once
+ * delivery under injected loss, duplication, reordering and delay, and the errors for a
+ * peer that dies or never existed.
+ */
+#include "simtest.h"
+
+#include <set>
+
+using namespace simtest;
+
+namespace {
+
+/*
+ * Streams `count` sends of `size` bytes, each carrying its index, with a window of
+ * outstanding sends; the receiver checks every index arrives exactly once with intact
+ * data. Returns the receiver's statistics through the channel.
+ */
+struct StreamResult {
+	efasim_stats rx;
+	efasim_stats tx;
+};
+
+StreamResult stream(int count, uint32_t size, int window)
+{
+	StreamResult res{};
+	run_pair(
+		[&](Chan &ch) {
+			Node a(NodeOpts{.sq = 256, .rq = 16});
+			ch.send(a.self);
+			Addr b = ch.recv<Addr>();
+			ibv_ah *ah = a.ah_for(b);
+			std::vector<uint8_t> buf(size_t(window) * size);
+			ibv_mr *mr = a.reg(buf.data(), buf.size());
+			ch.sync(1);
+			/* Completions come in any order: a buffer is reused only once its send completed. */
+			std::vector<uint64_t> free_slots;
+			for (int i = window - 1; i >= 0; i--)
+				free_slots.push_back(uint64_t(i));
+			int posted = 0, done = 0;
+			while (done < count) {
+				while (posted < count && !free_slots.empty()) {
+					uint64_t slot = free_slots.back();
+					free_slots.pop_back();
+					uint8_t *p = buf.data() + slot * size;
+					fill(p, size, uint32_t(posted));
+					memcpy(p, &posted, sizeof posted);
+					cr_assert_eq(a.post(IBV_WR_SEND, ah, b, mr, p, size, slot), 0);
+					posted++;
+				}
+				auto c = a.wait(1, 60000);
+				cr_assert_eq(c.size(), 1u, "no completion after %d of %d sends", done, count);
+				cr_assert_eq(c[0].status, IBV_WC_SUCCESS, "send: vendor %u", c[0].vendor_err);
+				free_slots.push_back(c[0].wr_id);
+				done++;
+			}
+			res.tx = a.stats();
+			ch.sync(2);
+			res.rx = ch.recv<efasim_stats>();
+		},
+		[&](Chan &ch) {
+			const int rq = 1024;
+			Node b(NodeOpts{.sq = 16, .rq = uint32_t(rq), .cqe = 4096});
+			Addr a = ch.recv<Addr>();
+			ch.send(b.self);
+			std::vector<uint8_t> buf(size_t(rq) * size);
+			ibv_mr *mr = b.reg(buf.data(), buf.size());
+			for (int i = 0; i < rq; i++)
+				PEER_CHECK(b.post_recv(mr, buf.data() + size_t(i) * size, size, uint64_t(i)) == 0);
+			ch.sync(1);
+			std::vector<uint8_t> seen(size_t(count), 0);
+			int got = 0;
+			while (got < count) {
+				auto c = b.wait(1, 60000);
+				PEER_CHECK(c.size() == 1);
+				PEER_CHECK(c[0].status == IBV_WC_SUCCESS && c[0].byte_len == size);
+				uint8_t *p = buf.data() + c[0].wr_id * size;
+				int idx;
+				memcpy(&idx, p, sizeof idx);
+				PEER_CHECK(idx >= 0 && idx < count);
+				PEER_CHECK(!seen[size_t(idx)]); /* exactly once */
+				seen[size_t(idx)] = 1;
+				std::vector<uint8_t> want(size);
+				fill(want.data(), size, uint32_t(idx));
+				PEER_CHECK(memcmp(p + 4, want.data() + 4, size - 4) == 0);
+				PEER_CHECK(b.post_recv(mr, p, size, c[0].wr_id) == 0);
+				got++;
+			}
+			ch.sync(2);
+			ch.send(b.stats());
+			(void)a;
+			return 0;
+		});
+	return res;
+}
+
+} // namespace
+
+Test(sim_faults, reordering_happens_without_injection)
+{
+	StreamResult r = stream(20000, 64, 128);
+	cr_assert_eq(r.rx.fault_dropped + r.tx.fault_dropped, 0u);
+	cr_assert_gt(r.rx.out_of_order, 0u, "no packet ever overtook another over %d paths", 4);
+}
+
+Test(sim_faults, exactly_once_under_loss, .init = [] {
+	setenv("EFASIM_LOSS", "0.05", 1);
+	setenv("EFASIM_SEED", "7", 1);
+	setenv("EFASIM_RTO_US", "500", 1);
+})
+{
+	StreamResult r = stream(3000, 1000, 64);
+	cr_assert_gt(r.tx.fault_dropped + r.rx.fault_dropped, 0u);
+	cr_assert_gt(r.tx.retransmits, 0u);
+}
+
+Test(sim_faults, exactly_once_under_duplication_and_reordering, .init = [] {
+	setenv("EFASIM_DUP", "0.1", 1);
+	setenv("EFASIM_REORDER", "8", 1);
+	setenv("EFASIM_SEED", "11", 1);
+})
+{
+	StreamResult r = stream(3000, 512, 64);
+	cr_assert_gt(r.tx.fault_duplicated, 0u);
+	cr_assert_gt(r.rx.duplicates, 0u);
+	cr_assert_gt(r.rx.out_of_order, 0u);
+}
+
+Test(sim_faults, exactly_once_under_delay_and_loss_with_rdma, .init = [] {
+	setenv("EFASIM_LOSS", "0.02", 1);
+	setenv("EFASIM_DELAY_US", "100", 1);
+	setenv("EFASIM_REORDER", "4", 1);
+	setenv("EFASIM_RTO_US", "1000", 1);
+})
+{
+	const size_t len = 4u << 20;
+	run_pair(
+		[&](Chan &ch) {
+			Node a;
+			ch.send(a.self);
+			Addr t = ch.recv<Addr>();
+			RemoteMr rm = ch.recv<RemoteMr>();
+			ibv_ah *ah = a.ah_for(t);
+			std::vector<uint8_t> src(len), dst(len);
+			fill(src.data(), len, 99);
+			ibv_mr *ms = a.reg(src.data(), len), *md = a.reg(dst.data(), len);
+			cr_assert_eq(a.post(IBV_WR_RDMA_WRITE, ah, t, ms, src.data(), uint32_t(len), 1, rm.rkey, rm.addr), 0);
+			auto c = a.wait(1, 60000);
+			cr_assert_eq(c.size(), 1u);
+			cr_assert_eq(c[0].status, IBV_WC_SUCCESS);
+			cr_assert_eq(a.post(IBV_WR_RDMA_READ, ah, t, md, dst.data(), uint32_t(len), 2, rm.rkey, rm.addr), 0);
+			c = a.wait(1, 60000);
+			cr_assert_eq(c.size(), 1u);
+			cr_assert_eq(c[0].status, IBV_WC_SUCCESS);
+			cr_assert(check(dst.data(), len, 99));
+			cr_assert_gt(a.stats().fault_dropped, 0u);
+			ch.sync(2);
+		},
+		[&](Chan &ch) {
+			Node t;
+			Addr init = ch.recv<Addr>();
+			ch.send(t.self);
+			t.ah_for(init);
+			std::vector<uint8_t> mem(len);
+			ibv_mr *mr = t.reg(mem.data(), len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+			ch.send(RemoteMr{uintptr_t(mem.data()), mr->rkey, uint32_t(len)});
+			ch.sync(2);
+			PEER_CHECK(check(mem.data(), len, 99));
+			return 0;
+		});
+}
+
+Test(sim_faults, dead_peer_is_unresponsive_within_timeout, .init = [] { setenv("EFASIM_TIMEOUT_MS", "300", 1); })
+{
+	Addr b{};
+	int sv[2];
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		Chan c(sv[1]);
+		Node peer;
+		uint8_t rx[64];
+		peer.post_recv(peer.reg(rx, 64), rx, 64, 1);
+		c.send(peer.self);
+		c.recv<uint32_t>(); /* killed while waiting here */
+		_exit(0);
+	}
+	close(sv[1]);
+	Chan ch(sv[0]);
+	Node a; /* after fork(): a child must not inherit device state it uses */
+	b = ch.recv<Addr>();
+	ibv_ah *ah = a.ah_for(b);
+	uint8_t buf[64] = {};
+	ibv_mr *mr = a.reg(buf, 64);
+	/* one successful send: the peer has answered before */
+	cr_assert_eq(a.post(IBV_WR_SEND, ah, b, mr, buf, 64, 1), 0);
+	cr_assert_eq(a.wait(1)[0].status, IBV_WC_SUCCESS);
+	kill(pid, SIGKILL);
+	waitpid(pid, nullptr, 0);
+	auto t0 = std::chrono::steady_clock::now();
+	cr_assert_eq(a.post(IBV_WR_SEND, ah, b, mr, buf, 64, 2), 0);
+	auto c = a.wait(1, 5000);
+	double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+	cr_assert_eq(c.size(), 1u);
+	cr_assert_eq(c[0].vendor_err, 13u, "vendor %u", c[0].vendor_err);
+	cr_assert_eq(c[0].status, IBV_WC_RESP_TIMEOUT_ERR);
+	cr_assert_lt(ms, 1500.0, "error after %.0f ms with a 300 ms timeout", ms);
+	cr_assert_geq(ms, 250.0);
+	cr_assert_eq(a.stats().peer_timeouts, 1u);
+	close(sv[0]);
+}
+
+Test(sim_faults, never_existing_peer_is_unreachable, .init = [] { setenv("EFASIM_TIMEOUT_MS", "200", 1); })
+{
+	Node a;
+	Addr nobody = a.self;
+	nobody.qpn = a.self.qpn == 1 ? 2 : a.self.qpn - 1; /* no QP bound there */
+	ibv_ah *ah = a.ah_for(nobody);
+	uint8_t buf[8];
+	ibv_mr *mr = a.reg(buf, 8);
+	cr_assert_eq(a.post(IBV_WR_SEND, ah, nobody, mr, buf, 8, 1), 0);
+	cr_assert_eq(a.post(IBV_WR_RDMA_READ, ah, nobody, mr, buf, 8, 2, 1, 0), 0);
+	auto c = a.wait(2, 5000);
+	cr_assert_eq(c.size(), 2u);
+	for (auto &e : c)
+		cr_assert_eq(e.vendor_err, 15u, "vendor %u", e.vendor_err);
+	/* the device is usable afterwards */
+	uint8_t rx[8];
+	ibv_mr *mrx = a.reg(rx, 8);
+	cr_assert_eq(a.post_recv(mrx, rx, 8, 3), 0);
+	cr_assert_eq(a.post(IBV_WR_SEND, a.ah_for(a.self), a.self, mr, buf, 8, 4), 0);
+	c = a.wait(2);
+	cr_assert_eq(c.size(), 2u);
+}
+
+Test(sim_faults, flush_on_error_state)
+{
+	Node a;
+	uint8_t rx[8];
+	ibv_mr *mrx = a.reg(rx, 8);
+	cr_assert_eq(a.post_recv(mrx, rx, 8, 1), 0);
+	cr_assert_eq(a.post_recv(mrx, rx, 8, 2), 0);
+	ibv_qp_attr qa{};
+	qa.qp_state = IBV_QPS_ERR;
+	cr_assert_eq(ibv_modify_qp(a.qp, &qa, IBV_QP_STATE), 0);
+	auto c = a.wait(2);
+	cr_assert_eq(c.size(), 2u);
+	for (auto &e : c) {
+		cr_assert_eq(e.status, IBV_WC_WR_FLUSH_ERR);
+		cr_assert_eq(e.vendor_err, 1u);
+	}
+}

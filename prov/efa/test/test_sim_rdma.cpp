@@ -1,0 +1,378 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Software EFA device: RDMA read / write / write-with-immediate between two processes,
+ * executed by the target device while the target application does not call anything;
+ * key, bounds, access and address-handle checks; unsolicited write receive; inline
+ * write; processing hints and service levels.
+ */
+#include "simtest.h"
+
+using namespace simtest;
+
+namespace {
+
+constexpr int kAllRemote = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+
+/*
+ * The target: registers `len` bytes filled with pattern `seed`, publishes its address
+ * and MR, creates an AH for the initiator unless told not to, then only waits on the
+ * channel: the device serves every RDMA without the application. On sync(2) it checks
+ * the memory holds `expect_seed` (or the original pattern when expect_seed == 0).
+ */
+int passive_target(Chan &ch, size_t len, uint32_t seed, int access, bool make_ah, uint32_t expect_seed,
+		   NodeOpts o = NodeOpts())
+{
+	Node t(o);
+	Addr init = ch.recv<Addr>();
+	ch.send(t.self);
+	if (make_ah)
+		t.ah_for(init);
+	std::vector<uint8_t> mem(len);
+	fill(mem.data(), len, seed);
+	ibv_mr *mr = t.reg(mem.data(), len, access);
+	ch.send(RemoteMr{uintptr_t(mem.data()), mr->rkey, uint32_t(len)});
+	ch.sync(1);
+	ch.sync(2);
+	PEER_CHECK(check(mem.data(), len, expect_seed ? expect_seed : seed));
+	return 0;
+}
+
+} // namespace
+
+Test(sim_rdma, write_then_read_back_large_passive_target)
+{
+	const size_t len = 16u << 20;
+	run_pair(
+		[&](Chan &ch) {
+			Node a;
+			ch.send(a.self);
+			Addr t = ch.recv<Addr>();
+			RemoteMr rm = ch.recv<RemoteMr>();
+			ibv_ah *ah = a.ah_for(t);
+			std::vector<uint8_t> src(len), dst(len);
+			fill(src.data(), len, 42);
+			ibv_mr *ms = a.reg(src.data(), len), *md = a.reg(dst.data(), len);
+			ch.sync(1);
+			cr_assert_eq(a.post(IBV_WR_RDMA_WRITE, ah, t, ms, src.data(), uint32_t(len), 1, rm.rkey, rm.addr), 0);
+			auto c = a.wait(1, 30000);
+			cr_assert_eq(c.size(), 1u);
+			cr_assert_eq(c[0].status, IBV_WC_SUCCESS, "write: vendor %u", c[0].vendor_err);
+			cr_assert_eq(c[0].opcode, IBV_WC_RDMA_WRITE);
+			cr_assert_eq(a.post(IBV_WR_RDMA_READ, ah, t, md, dst.data(), uint32_t(len), 2, rm.rkey, rm.addr), 0);
+			c = a.wait(1, 30000);
+			cr_assert_eq(c.size(), 1u);
+			cr_assert_eq(c[0].status, IBV_WC_SUCCESS, "read: vendor %u", c[0].vendor_err);
+			cr_assert_eq(c[0].opcode, IBV_WC_SEND, "EFA reports RDMA read as IBV_WC_SEND");
+			cr_assert(check(dst.data(), len, 42));
+			/* small and odd sizes, at offsets */
+			const uint32_t sizes[] = {0, 1, 7, 4096, 32769, 100000};
+			for (uint32_t sz : sizes) {
+				fill(src.data(), sz, sz + 1);
+				cr_assert_eq(a.post(IBV_WR_RDMA_WRITE, ah, t, ms, src.data(), sz, 3, rm.rkey, rm.addr + 12345), 0);
+				cr_assert_eq(a.wait(1)[0].status, IBV_WC_SUCCESS);
+				memset(dst.data(), 0, sz);
+				cr_assert_eq(a.post(IBV_WR_RDMA_READ, ah, t, md, dst.data(), sz, 4, rm.rkey, rm.addr + 12345), 0);
+				cr_assert_eq(a.wait(1)[0].status, IBV_WC_SUCCESS);
+				cr_assert(check(dst.data(), sz, sz + 1), "size %u", sz);
+			}
+			/* restore the pattern the target checks */
+			fill(src.data(), len, 42);
+			cr_assert_eq(a.post(IBV_WR_RDMA_WRITE, ah, t, ms, src.data(), uint32_t(len), 5, rm.rkey, rm.addr), 0);
+			cr_assert_eq(a.wait(1, 30000)[0].status, IBV_WC_SUCCESS);
+			ch.sync(2);
+		},
+		[&](Chan &ch) { return passive_target(ch, len, 1, kAllRemote, true, 42); });
+}
+
+Test(sim_rdma, violations_fail_and_touch_nothing)
+{
+	const size_t len = 65536;
+	run_pair(
+		[&](Chan &ch) {
+			Node a;
+			ch.send(a.self);
+			Addr t = ch.recv<Addr>();
+			RemoteMr rm = ch.recv<RemoteMr>();
+			ibv_ah *ah = a.ah_for(t);
+			std::vector<uint8_t> buf(len * 2);
+			ibv_mr *m = a.reg(buf.data(), buf.size());
+			ch.sync(1);
+			struct Case {
+				ibv_wr_opcode op;
+				uint32_t rkey;
+				uint64_t raddr;
+				uint32_t len;
+			} cases[] = {
+				{IBV_WR_RDMA_WRITE, rm.rkey + 1, rm.addr, 64},              /* unknown key */
+				{IBV_WR_RDMA_WRITE, rm.rkey, rm.addr + len - 10, 64},      /* past the end */
+				{IBV_WR_RDMA_WRITE, rm.rkey, rm.addr - 8, 64},             /* before the start */
+				{IBV_WR_RDMA_WRITE, rm.rkey, rm.addr, uint32_t(len * 2)},  /* multi-segment, too long */
+				{IBV_WR_RDMA_WRITE_WITH_IMM, rm.rkey, rm.addr + len, 1},   /* past the end, with imm */
+				{IBV_WR_RDMA_READ, rm.rkey, rm.addr + len - 1, 2},         /* read past the end */
+				{IBV_WR_RDMA_READ, rm.rkey ^ 0x1000000, rm.addr, 8},       /* stale generation */
+			};
+			uint64_t id = 1;
+			for (auto &k : cases) {
+				cr_assert_eq(a.post(k.op, ah, t, m, buf.data(), k.len, id, k.rkey, k.raddr, 1), 0);
+				auto c = a.wait(1);
+				cr_assert_eq(c.size(), 1u);
+				cr_assert_eq(c[0].vendor_err, 7u, "case %lu: vendor %u", id, c[0].vendor_err);
+				cr_assert_eq(c[0].status, IBV_WC_REM_ACCESS_ERR);
+				id++;
+			}
+			ch.sync(2);
+		},
+		[&](Chan &ch) { return passive_target(ch, len, 9, kAllRemote, true, 0); });
+}
+
+Test(sim_rdma, access_flags_are_enforced)
+{
+	const size_t len = 4096;
+	run_pair(
+		[&](Chan &ch) {
+			Node a;
+			ch.send(a.self);
+			Addr t = ch.recv<Addr>();
+			RemoteMr rm = ch.recv<RemoteMr>();
+			ibv_ah *ah = a.ah_for(t);
+			std::vector<uint8_t> buf(len);
+			ibv_mr *m = a.reg(buf.data(), len);
+			ch.sync(1);
+			/* the MR allows remote read only */
+			cr_assert_eq(a.post(IBV_WR_RDMA_WRITE, ah, t, m, buf.data(), 16, 1, rm.rkey, rm.addr), 0);
+			cr_assert_eq(a.wait(1)[0].vendor_err, 7u);
+			cr_assert_eq(a.post(IBV_WR_RDMA_READ, ah, t, m, buf.data(), 16, 2, rm.rkey, rm.addr), 0);
+			cr_assert_eq(a.wait(1)[0].status, IBV_WC_SUCCESS);
+			cr_assert(check(buf.data(), 16, 3));
+			ch.sync(2);
+		},
+		[&](Chan &ch) { return passive_target(ch, len, 3, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, true, 0); });
+}
+
+Test(sim_rdma, target_without_address_handle_is_unknown_peer)
+{
+	run_pair(
+		[&](Chan &ch) {
+			Node a;
+			ch.send(a.self);
+			Addr t = ch.recv<Addr>();
+			RemoteMr rm = ch.recv<RemoteMr>();
+			ibv_ah *ah = a.ah_for(t);
+			uint8_t buf[64];
+			ibv_mr *m = a.reg(buf, sizeof buf);
+			ch.sync(1);
+			cr_assert_eq(a.post(IBV_WR_RDMA_WRITE, ah, t, m, buf, 64, 1, rm.rkey, rm.addr), 0);
+			auto c = a.wait(1);
+			cr_assert_eq(c[0].vendor_err, 14u);
+			cr_assert_eq(c[0].status, IBV_WC_REM_OP_ERR);
+			cr_assert_eq(a.post(IBV_WR_RDMA_READ, ah, t, m, buf, 64, 2, rm.rkey, rm.addr), 0);
+			cr_assert_eq(a.wait(1)[0].vendor_err, 14u);
+			ch.sync(2);
+		},
+		[&](Chan &ch) { return passive_target(ch, 4096, 5, kAllRemote, false, 0); });
+}
+
+Test(sim_rdma, revoked_key_is_refused)
+{
+	run_pair(
+		[&](Chan &ch) {
+			Node a;
+			ch.send(a.self);
+			Addr t = ch.recv<Addr>();
+			RemoteMr rm = ch.recv<RemoteMr>();
+			ibv_ah *ah = a.ah_for(t);
+			uint8_t buf[64] = {};
+			ibv_mr *m = a.reg(buf, sizeof buf);
+			ch.sync(1); /* the target deregistered its MR */
+			cr_assert_eq(a.post(IBV_WR_RDMA_WRITE, ah, t, m, buf, 64, 1, rm.rkey, rm.addr), 0);
+			cr_assert_eq(a.wait(1)[0].vendor_err, 7u);
+			ch.sync(2);
+		},
+		[&](Chan &ch) {
+			Node t;
+			Addr init = ch.recv<Addr>();
+			ch.send(t.self);
+			t.ah_for(init);
+			std::vector<uint8_t> mem(4096, 0x5a);
+			ibv_mr *mr = ibv_reg_mr(t.pd, mem.data(), mem.size(), kAllRemote);
+			ch.send(RemoteMr{uintptr_t(mem.data()), mr->rkey, 4096});
+			PEER_CHECK(ibv_dereg_mr(mr) == 0);
+			ch.sync(1);
+			ch.sync(2);
+			for (uint8_t v : mem)
+				PEER_CHECK(v == 0x5a);
+			return 0;
+		});
+}
+
+Test(sim_rdma, write_with_immediate_consumes_a_receive)
+{
+	const size_t len = 100000;
+	run_pair(
+		[&](Chan &ch) {
+			Node a;
+			ch.send(a.self);
+			Addr t = ch.recv<Addr>();
+			RemoteMr rm = ch.recv<RemoteMr>();
+			ibv_ah *ah = a.ah_for(t);
+			std::vector<uint8_t> src(len);
+			fill(src.data(), len, 77);
+			ibv_mr *m = a.reg(src.data(), len);
+			ch.sync(1);
+			cr_assert_eq(a.post(IBV_WR_RDMA_WRITE_WITH_IMM, ah, t, m, src.data(), uint32_t(len), 1, rm.rkey,
+					    rm.addr, 0x11223344),
+				     0);
+			auto c = a.wait(1);
+			cr_assert_eq(c[0].status, IBV_WC_SUCCESS);
+			cr_assert_eq(c[0].opcode, IBV_WC_RDMA_WRITE);
+			ch.sync(2);
+		},
+		[&](Chan &ch) {
+			Node t;
+			Addr init = ch.recv<Addr>();
+			ch.send(t.self);
+			ibv_ah *ah = t.ah_for(init);
+			efadv_ah_attr aa{};
+			efadv_query_ah(ah, &aa, sizeof aa);
+			std::vector<uint8_t> mem(len);
+			ibv_mr *mr = t.reg(mem.data(), len, kAllRemote);
+			ch.send(RemoteMr{uintptr_t(mem.data()), mr->rkey, uint32_t(len)});
+			uint8_t dummy[8];
+			PEER_CHECK(t.post_recv(t.reg(dummy, 8), dummy, 8, 555) == 0);
+			ch.sync(1);
+			auto c = t.wait(1);
+			PEER_CHECK(c.size() == 1);
+			PEER_CHECK(c[0].opcode == IBV_WC_RECV_RDMA_WITH_IMM);
+			PEER_CHECK(c[0].wr_id == 555);
+			PEER_CHECK(c[0].imm == 0x11223344 && (c[0].wc_flags & IBV_WC_WITH_IMM));
+			PEER_CHECK(c[0].byte_len == len);
+			PEER_CHECK(c[0].slid == aa.ahn);
+			/* the completion means the whole write is in place */
+			PEER_CHECK(check(mem.data(), len, 77));
+			ch.sync(2);
+			return 0;
+		});
+}
+
+Test(sim_rdma, unsolicited_write_recv_needs_no_receive)
+{
+	run_pair(
+		[&](Chan &ch) {
+			Node a;
+			ch.send(a.self);
+			Addr t = ch.recv<Addr>();
+			RemoteMr rm = ch.recv<RemoteMr>();
+			ibv_ah *ah = a.ah_for(t);
+			uint8_t src[256];
+			fill(src, sizeof src, 12);
+			ibv_mr *m = a.reg(src, sizeof src);
+			ch.sync(1);
+			for (int i = 0; i < 3; i++) {
+				cr_assert_eq(a.post(IBV_WR_RDMA_WRITE_WITH_IMM, ah, t, m, src, 256, 1, rm.rkey, rm.addr,
+						    uint32_t(i)),
+					     0);
+				cr_assert_eq(a.wait(1)[0].status, IBV_WC_SUCCESS);
+			}
+			ch.sync(2);
+		},
+		[&](Chan &ch) {
+			NodeOpts o;
+			o.efa_flags = EFADV_QP_FLAGS_UNSOLICITED_WRITE_RECV;
+			o.unsolicited_cq = true;
+			Node t(o);
+			Addr init = ch.recv<Addr>();
+			ch.send(t.self);
+			t.ah_for(init);
+			std::vector<uint8_t> mem(256);
+			ibv_mr *mr = t.reg(mem.data(), 256, kAllRemote);
+			ch.send(RemoteMr{uintptr_t(mem.data()), mr->rkey, 256});
+			ch.sync(1); /* no receive posted at all */
+			auto c = t.wait(3);
+			PEER_CHECK(c.size() == 3);
+			for (auto &e : c) {
+				PEER_CHECK(e.unsolicited);
+				PEER_CHECK(e.opcode == IBV_WC_RECV_RDMA_WITH_IMM);
+				PEER_CHECK(e.byte_len == 256);
+			}
+			PEER_CHECK(check(mem.data(), 256, 12));
+			PEER_CHECK(t.stats().unsolicited_recvs == 3);
+			ch.sync(2);
+			return 0;
+		});
+}
+
+Test(sim_rdma, write_with_immediate_without_receive_is_rnr)
+{
+	run_pair(
+		[&](Chan &ch) {
+			Node a(NodeOpts{.rnr_retry = 1});
+			ch.send(a.self);
+			Addr t = ch.recv<Addr>();
+			RemoteMr rm = ch.recv<RemoteMr>();
+			ibv_ah *ah = a.ah_for(t);
+			uint8_t src[16] = {1};
+			ibv_mr *m = a.reg(src, 16);
+			ch.sync(1);
+			cr_assert_eq(a.post(IBV_WR_RDMA_WRITE_WITH_IMM, ah, t, m, src, 16, 1, rm.rkey, rm.addr, 5), 0);
+			auto c = a.wait(1);
+			cr_assert_eq(c[0].vendor_err, 10u);
+			ch.sync(2);
+		},
+		[&](Chan &ch) { return passive_target(ch, 16, 4, kAllRemote, true, 0); });
+}
+
+Test(sim_rdma, inline_write_needs_the_qp_flag)
+{
+	run_pair(
+		[&](Chan &ch) {
+			NodeOpts o;
+			o.inline_size = 80;
+			o.efa_flags = EFADV_QP_FLAGS_INLINE_WRITE;
+			Node a(o);
+			Node plain(NodeOpts{.inline_size = 64});
+			ch.send(a.self);
+			Addr t = ch.recv<Addr>();
+			RemoteMr rm = ch.recv<RemoteMr>();
+			ibv_ah *ah = a.ah_for(t);
+			uint8_t src[80];
+			fill(src, 80, 21);
+			ch.sync(1);
+			cr_assert_eq(a.post(IBV_WR_RDMA_WRITE, ah, t, nullptr, src, 80, 1, rm.rkey, rm.addr, 0, true), 0);
+			memset(src, 0, sizeof src);
+			cr_assert_eq(a.wait(1)[0].status, IBV_WC_SUCCESS);
+			/* without INLINE_WRITE, an inline RDMA write is refused at posting */
+			ibv_ah *ah2 = plain.ah_for(t);
+			cr_assert_eq(plain.post(IBV_WR_RDMA_WRITE, ah2, t, nullptr, src, 16, 2, rm.rkey, rm.addr, 0, true),
+				     EINVAL);
+			ch.sync(2);
+		},
+		[&](Chan &ch) { return passive_target(ch, 80, 3, kAllRemote, true, 21); });
+}
+
+Test(sim_rdma, processing_hints_and_service_level)
+{
+	NodeOpts o;
+	o.sl = 8;
+	o.wr_flags = EFADV_WR_EX_WITH_PROCESSING_HINTS;
+	Node a(o);
+	static uint8_t mem[4096];
+	ibv_mr *mr = a.reg(mem, sizeof mem, kAllRemote);
+	ibv_ah *ah = a.ah_for(a.self);
+	cr_assert_eq(a.post(IBV_WR_RDMA_WRITE, ah, a.self, mr, mem, 64, 1, mr->rkey, uintptr_t(mem) + 1024, 0, false,
+			    EFADV_WR_PROCESSING_HINT_BURST_PPS_SENSITIVE),
+		     0);
+	cr_assert_eq(a.wait(1)[0].status, IBV_WC_SUCCESS);
+	/* unknown hint bits are refused */
+	cr_assert_eq(a.post(IBV_WR_RDMA_WRITE, ah, a.self, mr, mem, 64, 2, mr->rkey, uintptr_t(mem), 0, false, 1u << 7),
+		     EINVAL);
+	efasim_stats s = a.stats();
+	cr_assert_eq(s.hinted_wrs, 1u);
+	cr_assert_eq(s.sl_nonzero_wrs, 1u);
+	/* a QP created without EFADV_WR_EX_WITH_PROCESSING_HINTS refuses hints */
+	Node b;
+	ibv_ah *bah = b.ah_for(b.self);
+	ibv_mr *bmr = b.reg(mem, sizeof mem, kAllRemote);
+	cr_assert_eq(b.post(IBV_WR_RDMA_WRITE, bah, b.self, bmr, mem, 64, 1, bmr->rkey, uintptr_t(mem), 0, false,
+			    EFADV_WR_PROCESSING_HINT_BURST_PPS_SENSITIVE),
+		     EINVAL);
+}
