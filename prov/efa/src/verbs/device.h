@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * L1: an EFA device (hardware or software): its open context and every attribute the
+ * provider reads, queried once. Only L1 includes the rdma-core headers; L2/L3 ask a
+ * Device for capabilities in provider terms.
+ */
+#ifndef EFA_VERBS_DEVICE_H
+#define EFA_VERBS_DEVICE_H
+
+#include "common/result.h"
+#include "verbs/api.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace efa::verbs {
+
+class Device {
+public:
+	~Device();
+	Device(const Device &) = delete;
+	Device &operator=(const Device &) = delete;
+
+	/*
+	 * Opens every EFA device `api` lists (devices whose efadv_query_device fails are not
+	 * EFA and are skipped). `allow` is FI_EFA_IFACE: "all" or a comma-separated name list.
+	 */
+	static std::vector<std::unique_ptr<Device>> discover(const Api &api, const std::string &allow = "all");
+
+	const Api &api() const { return *api_; }
+	ibv_context *ctx() const { return ctx_; }
+	const std::string &name() const { return name_; }
+	bool software() const { return api_->software; }
+
+	const ibv_device_attr &attr() const { return attr_; }
+	const ibv_port_attr &port() const { return port_; }
+	const efadv_device_attr_cur &efa() const { return efa_; }
+	const ibv_gid &gid() const { return gid_; }
+
+	bool rdma_read() const { return efa_.device_caps & EFADV_DEVICE_ATTR_CAPS_RDMA_READ; }
+	bool rdma_write() const { return efa_.device_caps & EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE; }
+	bool rnr_retry() const { return efa_.device_caps & EFADV_DEVICE_ATTR_CAPS_RNR_RETRY; }
+	bool cq_with_sgid() const { return efa_.device_caps & EFADV_DEVICE_ATTR_CAPS_CQ_WITH_SGID; }
+	bool unsolicited_write_recv() const { return efa_.device_caps & EFADV_DEVICE_ATTR_CAPS_UNSOLICITED_WRITE_RECV; }
+	uint32_t mtu() const { return port_.max_msg_sz; }
+	uint32_t max_rdma_size() const { return efa_.max_rdma_size; }
+	uint16_t inline_size() const { return efa_.inline_buf_size; }
+	/* Inline bytes with wide work requests; == inline_size() when the device has none. */
+	uint16_t inline_size_ex() const { return efa_.inline_buf_size_ex ? efa_.inline_buf_size_ex : efa_.inline_buf_size; }
+
+	/* One line for logs: "efasim0 (software): RDMA read/write, unsolicited write recv, ..." */
+	std::string describe() const;
+
+private:
+	Device() = default;
+	static Result<std::unique_ptr<Device>> open(const Api &api, ibv_device *dev);
+
+	const Api *api_ = nullptr;
+	ibv_context *ctx_ = nullptr;
+	std::string name_;
+	ibv_device_attr attr_{};
+	ibv_port_attr port_{};
+	efadv_device_attr_cur efa_{};
+	ibv_gid gid_{};
+};
+
+} // namespace efa::verbs
+
+#endif

@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+#include "verbs/qp.h"
+
+#include "log.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace efa::verbs {
+
+Qp::Qp(Qp &&o) noexcept { *this = std::move(o); }
+
+Qp &Qp::operator=(Qp &&o) noexcept
+{
+	if (this != &o) {
+		if (qp_)
+			api_->destroy_qp(qp_);
+		api_ = o.api_;
+		qp_ = std::exchange(o.qp_, nullptr);
+		qpx_ = std::exchange(o.qpx_, nullptr);
+		dvqp_ = std::exchange(o.dvqp_, nullptr);
+		qkey_ = o.qkey_;
+		started_ = std::exchange(o.started_, false);
+		rnr_cap_ = o.rnr_cap_;
+		f_ = o.f_;
+	}
+	return *this;
+}
+
+Qp::~Qp()
+{
+	if (!qp_)
+		return;
+	if (started_)
+		ibv_wr_abort(qpx_);
+	int ret = api_->destroy_qp(qp_);
+	if (ret)
+		EFA_WARN(EpCtrl, "ibv_destroy_qp: %s", strerror(ret));
+}
+
+Result<Qp> Qp::create_srd(const Device &dev, const Pd &pd, Cq &scq, Cq &rcq, const QpAttr &want)
+{
+	const Api &api = dev.api();
+	const efadv_device_attr_cur &ea = dev.efa();
+
+	ibv_qp_init_attr_ex init{};
+	init.send_cq = scq.base();
+	init.recv_cq = rcq.base();
+	init.cap.max_send_wr = std::min(want.sq_depth, ea.max_sq_wr);
+	init.cap.max_recv_wr = std::min(want.rq_depth, ea.max_rq_wr);
+	init.cap.max_send_sge = ea.max_sq_sge;
+	init.cap.max_recv_sge = ea.max_rq_sge;
+	init.qp_type = IBV_QPT_DRIVER;
+	init.sq_sig_all = 1;
+	init.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	init.pd = pd.get();
+	init.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+	if (dev.rdma_read())
+		init.send_ops_flags |= IBV_QP_EX_WITH_RDMA_READ;
+	if (dev.rdma_write())
+		init.send_ops_flags |= IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+
+	/* Ask only for what the device reports. */
+	efadv_qp_init_attr_cur efa{};
+	efa.driver_qp_type = EFADV_QP_DRIVER_TYPE_SRD;
+	uint32_t inline_max = std::min<uint32_t>(want.max_inline, dev.inline_size_ex());
+	if (want.max_inline > inline_max)
+		EFA_INFO(EpCtrl, "%s: inline size %u exceeds the device's %u", dev.name().c_str(), want.max_inline,
+			 inline_max);
+	if (inline_max > dev.inline_size() && dev.rdma_write())
+		efa.flags |= EFADV_QP_FLAGS_INLINE_WRITE;
+	if (want.unsolicited_write_recv) {
+		if (dev.unsolicited_write_recv() && rcq.unsolicited_enabled())
+			efa.flags |= EFADV_QP_FLAGS_UNSOLICITED_WRITE_RECV;
+		else
+			EFA_INFO(EpCtrl, "%s: unsolicited write receive not available (%s)", dev.name().c_str(),
+				 dev.unsolicited_write_recv() ? "the receive CQ cannot report it" : "device lacks it");
+	}
+	efa.sl = want.sl;
+	if (want.processing_hints && api.efadv_qp_from_ibv_qp_ex)
+		efa.wr_flags |= EFADV_WR_EX_WITH_PROCESSING_HINTS;
+	init.cap.max_inline_data = inline_max;
+
+	/* Create; on failure drop one optional feature at a time and say so. */
+	ibv_qp *qp = nullptr;
+	for (;;) {
+		ibv_qp_init_attr_ex attempt = init;
+		errno = 0;
+		qp = api.efadv_create_qp_ex(dev.ctx(), &attempt, reinterpret_cast<efadv_qp_init_attr *>(&efa), sizeof efa);
+		if (qp) {
+			init = attempt;
+			break;
+		}
+		const int err = errno ? errno : EINVAL;
+		const char *dropped = nullptr;
+		if (efa.wr_flags & EFADV_WR_EX_WITH_PROCESSING_HINTS) {
+			efa.wr_flags &= ~uint64_t(EFADV_WR_EX_WITH_PROCESSING_HINTS);
+			dropped = "processing hints";
+		} else if (efa.sl) {
+			efa.sl = 0;
+			dropped = "the requested service level (using sl 0)";
+		} else if (efa.flags & EFADV_QP_FLAGS_UNSOLICITED_WRITE_RECV) {
+			efa.flags &= ~uint16_t(EFADV_QP_FLAGS_UNSOLICITED_WRITE_RECV);
+			dropped = "unsolicited write receive";
+		} else if (efa.flags & EFADV_QP_FLAGS_INLINE_WRITE) {
+			efa.flags &= ~uint16_t(EFADV_QP_FLAGS_INLINE_WRITE);
+			init.cap.max_inline_data = inline_max = dev.inline_size();
+			dropped = "inline RDMA write (wide inline)";
+		}
+		if (!dropped) {
+			EFA_WARN(EpCtrl, "%s: efadv_create_qp_ex failed: %s", dev.name().c_str(), strerror(err));
+			return Err{-err};
+		}
+		EFA_INFO(EpCtrl, "%s: QP creation refused %s (%s); retrying without it", dev.name().c_str(), dropped,
+			 strerror(err));
+	}
+
+	Qp q;
+	q.api_ = &api;
+	q.qp_ = qp;
+	q.qpx_ = api.qp_to_qp_ex(qp);
+	q.qkey_ = want.qkey;
+	q.rnr_cap_ = dev.rnr_retry();
+	if (!q.qpx_) {
+		EFA_WARN(EpCtrl, "%s: the QP has no extended send API", dev.name().c_str());
+		return Err{-EOPNOTSUPP};
+	}
+	if (efa.wr_flags & EFADV_WR_EX_WITH_PROCESSING_HINTS) {
+		q.dvqp_ = api.efadv_qp_from_ibv_qp_ex(q.qpx_);
+		if (!q.dvqp_)
+			efa.wr_flags = 0;
+	}
+	QpFeatures &f = q.f_;
+	f.sq_depth = init.cap.max_send_wr;
+	f.rq_depth = init.cap.max_recv_wr;
+	f.max_inline = std::min<uint32_t>(init.cap.max_inline_data, inline_max);
+	f.max_send_sge = uint16_t(init.cap.max_send_sge);
+	f.max_recv_sge = uint16_t(init.cap.max_recv_sge);
+	f.rdma_read = init.send_ops_flags & IBV_QP_EX_WITH_RDMA_READ;
+	f.rdma_write = init.send_ops_flags & IBV_QP_EX_WITH_RDMA_WRITE;
+	f.unsolicited_write_recv = efa.flags & EFADV_QP_FLAGS_UNSOLICITED_WRITE_RECV;
+	f.inline_write = efa.flags & EFADV_QP_FLAGS_INLINE_WRITE;
+	f.processing_hints = q.dvqp_ != nullptr;
+	f.sl = efa.sl;
+	f.rnr_retry = q.rnr_cap_ ? want.rnr_retry : 0;
+	if (int ret = q.to_rts(want.rnr_retry))
+		return Err{ret};
+	EFA_DBG(EpCtrl, "%s: SRD QP %u: sq %u rq %u inline %u%s%s%s sl %u rnr_retry %u", dev.name().c_str(), q.qpn(),
+		f.sq_depth, f.rq_depth, f.max_inline, f.unsolicited_write_recv ? ", unsolicited write recv" : "",
+		f.inline_write ? ", inline write" : "", f.processing_hints ? ", hints" : "", f.sl, f.rnr_retry);
+	return q;
+}
+
+int Qp::to_rts(uint8_t rnr_retry)
+{
+	ibv_qp_attr a{};
+	a.qp_state = IBV_QPS_INIT;
+	a.pkey_index = 0;
+	a.port_num = 1;
+	a.qkey = qkey_;
+	int ret = api_->modify_qp(qp_, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
+	if (!ret) {
+		a = ibv_qp_attr{};
+		a.qp_state = IBV_QPS_RTR;
+		ret = api_->modify_qp(qp_, &a, IBV_QP_STATE);
+	}
+	if (!ret) {
+		a = ibv_qp_attr{};
+		a.qp_state = IBV_QPS_RTS;
+		a.sq_psn = 0;
+		int mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+		if (rnr_cap_) {
+			a.rnr_retry = std::min<uint8_t>(rnr_retry, 7);
+			mask |= IBV_QP_RNR_RETRY;
+		}
+		ret = api_->modify_qp(qp_, &a, mask);
+	}
+	if (ret) {
+		EFA_WARN(EpCtrl, "QP %u: ibv_modify_qp to RTS failed: %s", qp_->qp_num, strerror(ret));
+		return -ret;
+	}
+	return 0;
+}
+
+int Qp::set_rnr_retry(uint8_t retry)
+{
+	if (!rnr_cap_)
+		return -EOPNOTSUPP;
+	ibv_qp_attr a{};
+	a.qp_state = IBV_QPS_RTS;
+	a.rnr_retry = std::min<uint8_t>(retry, 7);
+	int ret = api_->modify_qp(qp_, &a, IBV_QP_STATE | IBV_QP_RNR_RETRY);
+	if (!ret)
+		f_.rnr_retry = a.rnr_retry;
+	return -ret;
+}
+
+void Qp::begin(uint64_t wr_id)
+{
+	if (!started_) {
+		ibv_wr_start(qpx_);
+		started_ = true;
+	}
+	qpx_->wr_id = wr_id;
+	qpx_->wr_flags = IBV_SEND_SIGNALED;
+}
+
+int Qp::end(const Dest &to, uint32_t flags)
+{
+	ibv_wr_set_ud_addr(qpx_, to.ah, to.qpn, to.qkey);
+	if ((flags & kHighPps) && dvqp_)
+		efadv_wr_set_processing_hints(dvqp_, EFADV_WR_PROCESSING_HINT_BURST_PPS_SENSITIVE);
+	if (flags & kMore)
+		return 0;
+	return flush();
+}
+
+int Qp::flush()
+{
+	if (!started_)
+		return 0;
+	started_ = false;
+	return -ibv_wr_complete(qpx_);
+}
+
+int Qp::send(uint64_t wr_id, const Dest &to, std::span<const ibv_sge> sge, uint32_t imm, uint32_t flags)
+{
+	begin(wr_id);
+	if (flags & kWithImm)
+		ibv_wr_send_imm(qpx_, htonl(imm));
+	else
+		ibv_wr_send(qpx_);
+	ibv_wr_set_sge_list(qpx_, sge.size(), sge.data());
+	return end(to, flags);
+}
+
+int Qp::send_inline(uint64_t wr_id, const Dest &to, std::span<const ibv_data_buf> data, uint32_t imm, uint32_t flags)
+{
+	begin(wr_id);
+	if (flags & kWithImm)
+		ibv_wr_send_imm(qpx_, htonl(imm));
+	else
+		ibv_wr_send(qpx_);
+	ibv_wr_set_inline_data_list(qpx_, data.size(), data.data());
+	return end(to, flags);
+}
+
+int Qp::write(uint64_t wr_id, const Dest &to, std::span<const ibv_sge> sge, uint32_t rkey, uint64_t raddr,
+	      uint32_t imm, uint32_t flags)
+{
+	begin(wr_id);
+	if (flags & kWithImm)
+		ibv_wr_rdma_write_imm(qpx_, rkey, raddr, htonl(imm));
+	else
+		ibv_wr_rdma_write(qpx_, rkey, raddr);
+	ibv_wr_set_sge_list(qpx_, sge.size(), sge.data());
+	return end(to, flags);
+}
+
+int Qp::write_inline(uint64_t wr_id, const Dest &to, std::span<const ibv_data_buf> data, uint32_t rkey,
+		     uint64_t raddr, uint32_t imm, uint32_t flags)
+{
+	begin(wr_id);
+	if (flags & kWithImm)
+		ibv_wr_rdma_write_imm(qpx_, rkey, raddr, htonl(imm));
+	else
+		ibv_wr_rdma_write(qpx_, rkey, raddr);
+	ibv_wr_set_inline_data_list(qpx_, data.size(), data.data());
+	return end(to, flags);
+}
+
+int Qp::read(uint64_t wr_id, const Dest &to, std::span<const ibv_sge> sge, uint32_t rkey, uint64_t raddr,
+	     uint32_t flags)
+{
+	begin(wr_id);
+	ibv_wr_rdma_read(qpx_, rkey, raddr);
+	ibv_wr_set_sge_list(qpx_, sge.size(), sge.data());
+	return end(to, flags);
+}
+
+int Qp::post_recv(uint64_t wr_id, std::span<const ibv_sge> sge)
+{
+	ibv_recv_wr wr{};
+	wr.wr_id = wr_id;
+	wr.sg_list = const_cast<ibv_sge *>(sge.data());
+	wr.num_sge = int(sge.size());
+	ibv_recv_wr *bad = nullptr;
+	return -ibv_post_recv(qp_, &wr, &bad);
+}
+
+} // namespace efa::verbs

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * L1: an SRD queue pair.
+ *
+ * create_srd() asks efadv_create_qp_ex for the features the caller wants *and* the device
+ * reports (unsolicited write receive, inline RDMA write, service level, processing
+ * hints). When creation fails with a feature on, it retries without it (processing
+ * hints, then sl, then unsolicited write receive, then inline write), logs which feature
+ * was refused, and records what is actually on. Then it walks the QP to RTS.
+ *
+ * Posting uses the ibv_qp_ex work-request API. A post with kMore leaves the batch open
+ * (ibv_wr_complete is deferred: FI_MORE); the next post without it, or flush(), rings
+ * the doorbell for the whole batch. Not thread-safe: the caller serialises posts.
+ */
+#ifndef EFA_VERBS_QP_H
+#define EFA_VERBS_QP_H
+
+#include "common/result.h"
+#include "verbs/cq.h"
+
+#include <span>
+
+namespace efa::verbs {
+
+struct QpAttr {
+	uint32_t sq_depth = 256;
+	uint32_t rq_depth = 256;
+	uint32_t max_inline = 0; /* > device inline_size() asks for wide inline + INLINE_WRITE */
+	bool unsolicited_write_recv = false;
+	uint8_t sl = 0;
+	bool processing_hints = false;
+	uint32_t qkey = 0;
+	uint8_t rnr_retry = 7; /* 7 = retry forever; applied when the device can retry */
+};
+
+/* What the created QP actually has. */
+struct QpFeatures {
+	uint32_t sq_depth, rq_depth, max_inline;
+	uint16_t max_send_sge, max_recv_sge;
+	bool rdma_read, rdma_write;
+	bool unsolicited_write_recv;
+	bool inline_write;
+	bool processing_hints;
+	uint8_t sl;
+	uint8_t rnr_retry;
+};
+
+struct Dest {
+	ibv_ah *ah;
+	uint32_t qpn;
+	uint32_t qkey;
+};
+
+enum PostFlags : uint32_t {
+	kMore = 1u << 0,     /* more work requests follow: do not ring the doorbell yet */
+	kHighPps = 1u << 1,  /* processing hint: bursty, packet-rate sensitive */
+	kWithImm = 1u << 2,  /* carry immediate data */
+};
+
+class Qp {
+public:
+	Qp() = default;
+	Qp(Qp &&o) noexcept;
+	Qp &operator=(Qp &&o) noexcept;
+	~Qp();
+
+	static Result<Qp> create_srd(const Device &dev, const Pd &pd, Cq &send_cq, Cq &recv_cq, const QpAttr &attr);
+
+	uint32_t qpn() const { return qp_->qp_num; }
+	uint32_t qkey() const { return qkey_; }
+	const QpFeatures &features() const { return f_; }
+	ibv_qp *get() const { return qp_; }
+
+	/* All return 0 or a negative errno; a failure discards the whole open batch. */
+	int send(uint64_t wr_id, const Dest &to, std::span<const ibv_sge> sge, uint32_t imm, uint32_t flags);
+	int send_inline(uint64_t wr_id, const Dest &to, std::span<const ibv_data_buf> data, uint32_t imm, uint32_t flags);
+	int write(uint64_t wr_id, const Dest &to, std::span<const ibv_sge> sge, uint32_t rkey, uint64_t raddr,
+		  uint32_t imm, uint32_t flags);
+	int write_inline(uint64_t wr_id, const Dest &to, std::span<const ibv_data_buf> data, uint32_t rkey,
+			 uint64_t raddr, uint32_t imm, uint32_t flags);
+	int read(uint64_t wr_id, const Dest &to, std::span<const ibv_sge> sge, uint32_t rkey, uint64_t raddr,
+		 uint32_t flags);
+	/* Rings the doorbell for an open batch (no-op when none is open). */
+	int flush();
+	bool batch_open() const { return started_; }
+
+	int post_recv(uint64_t wr_id, std::span<const ibv_sge> sge);
+
+	/* Changes the RNR retry count (RTS -> RTS). */
+	int set_rnr_retry(uint8_t retry);
+
+private:
+	void begin(uint64_t wr_id);
+	int end(const Dest &to, uint32_t flags);
+	int to_rts(uint8_t rnr_retry);
+
+	const Api *api_ = nullptr;
+	ibv_qp *qp_ = nullptr;
+	ibv_qp_ex *qpx_ = nullptr;
+	efadv_qp *dvqp_ = nullptr;
+	uint32_t qkey_ = 0;
+	bool started_ = false;
+	bool rnr_cap_ = false;
+	QpFeatures f_{};
+};
+
+} // namespace efa::verbs
+
+#endif
