@@ -112,7 +112,7 @@ Config load()
 	c.paths = 4;
 	c.window_pkts = 256;
 	c.window_bytes = 4u << 20;
-	c.rto_us = 2000;
+	c.rto_us = 1000;
 	c.rto_max_us = 100000;
 	c.timeout_ms = 5000;
 	c.rnr_delay_us = 100;

@@ -201,10 +201,11 @@ void Runtime::engine_main()
 	const uint64_t grace = uint64_t(config().poll_grace_us) * 1000;
 	/*
 	 * While an application keeps polling, the engine only checks now and then whether it
-	 * stopped; the interval doubles from the grace period up to 1 ms, so a polling
-	 * application costs the engine about one wake-up per millisecond, not one per packet.
+	 * stopped; the interval doubles from the grace period up to 4 ms, so a polling
+	 * application costs the engine about 250 wake-ups a second, not one per packet. The
+	 * price: when an application stops polling, the engine takes over within 4 ms.
 	 */
-	const uint64_t recheck_max = std::max<uint64_t>(grace, 1000000);
+	const uint64_t recheck_max = std::max<uint64_t>(grace, 4000000);
 	uint64_t recheck = grace;
 
 	while (!stop.load(std::memory_order_acquire)) {
@@ -274,6 +275,7 @@ void Runtime::engine_main()
 			engine_has_deferred = still;
 			recheck = still ? std::min(recheck * 2, recheck_max) : grace;
 		}
+		now = now_ns(); /* the drains above took time; timers compare against their stamps */
 		if (now >= next_deadline)
 			run_timers(now);
 	}

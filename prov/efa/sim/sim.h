@@ -351,6 +351,8 @@ struct Peer {
 	uint64_t last_rx_ns;
 	uint32_t reads_waiting; /* local RDMA reads awaiting response data */
 	uint64_t rto_ns;
+	uint64_t srtt_ns;
+	uint64_t rttvar_ns;
 	/* receive channel */
 	bool rx_valid;
 	uint32_t rx_epoch;

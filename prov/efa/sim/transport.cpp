@@ -424,11 +424,33 @@ void advance_una(Peer *p)
 		p->una++;
 }
 
+/*
+ * Round-trip estimate (Jacobson/Karels, RFC 6298) from packets acknowledged on their
+ * first transmission (Karn). The retransmission timeout follows queueing delay, so a
+ * deep window on a busy host does not retransmit spuriously.
+ */
+void rtt_sample(Peer *p, uint64_t rtt)
+{
+	const Config &c = config();
+	if (!p->srtt_ns) {
+		p->srtt_ns = rtt;
+		p->rttvar_ns = rtt / 2;
+	} else {
+		const uint64_t err = rtt > p->srtt_ns ? rtt - p->srtt_ns : p->srtt_ns - rtt;
+		p->rttvar_ns = (3 * p->rttvar_ns + err) / 4;
+		p->srtt_ns = (7 * p->srtt_ns + rtt) / 8;
+	}
+	const uint64_t rto = p->srtt_ns + 4 * p->rttvar_ns;
+	p->rto_ns = std::clamp<uint64_t>(rto, uint64_t(c.rto_us) * 1000, uint64_t(c.rto_max_us) * 1000);
+}
+
 void on_ack(Runtime *rt, Peer *p, const WireHdr *h)
 {
 	if (h->ack_epoch != p->epoch || p->ring.empty())
 		return;
 	const uint32_t mask = ring_mask();
+	const uint64_t now = now_ns();
+	uint64_t newest = 0;
 	for (uint32_t s = p->una; s != p->next_seq; s++) {
 		Inflight &f = p->ring[s & mask];
 		if (f.state == IF_FREE || f.seq != s)
@@ -438,9 +460,14 @@ void on_ack(Runtime *rt, Peer *p, const WireHdr *h)
 			uint32_t i = s - h->ack_cum - 1;
 			acked = i < kSackBits && (h->ack_sack[i / 64] >> (i % 64) & 1);
 		}
-		if (acked)
+		if (acked) {
+			if (f.state == IF_SENT && !f.tries && !f.rnr_tries)
+				newest = std::max(newest, f.first_ns);
 			release_slot(rt, p, f, EFA_OK);
+		}
 	}
+	if (newest && now > newest)
+		rtt_sample(p, now - newest);
 	advance_una(p);
 }
 
@@ -540,6 +567,7 @@ void Runtime::fail_peer(Peer *p, uint8_t status)
 	p->inflight = 0;
 	p->inflight_bytes = 0;
 	p->rto_ns = uint64_t(config().rto_us) * 1000;
+	p->srtt_ns = p->rttvar_ns = 0;
 	pump(p);
 }
 
@@ -555,7 +583,7 @@ void Runtime::peer_timer(Peer *p, uint64_t now)
 			if (f.state == IF_FREE)
 				continue;
 			if (f.due_ns <= now) {
-				if (f.state == IF_SENT && now - f.first_ns >= timeout) {
+				if (f.state == IF_SENT && int64_t(now - f.first_ns) >= int64_t(timeout)) {
 					fail_peer(p, p->heard ? EFA_LOCAL_UNRESP_REMOTE : EFA_LOCAL_UNREACH_REMOTE);
 					return peer_timer(p, now);
 				}
@@ -577,7 +605,7 @@ void Runtime::peer_timer(Peer *p, uint64_t now)
 		}
 	}
 	if (p->reads_waiting && !p->inflight) {
-		if (now - p->last_rx_ns >= timeout) {
+		if (int64_t(now - p->last_rx_ns) >= int64_t(timeout)) {
 			fail_peer(p, EFA_LOCAL_UNRESP_REMOTE);
 			return peer_timer(p, now);
 		}
