@@ -210,12 +210,21 @@ void Runtime::engine_main()
 
 	while (!stop.load(std::memory_order_acquire)) {
 		uint64_t now = now_ns();
-		uint64_t wake = timer_hint.load(std::memory_order_acquire);
-		if (engine_has_deferred.load(std::memory_order_relaxed))
-			wake = std::min(wake, std::max(last_poll_any.load(std::memory_order_relaxed) + grace, now + recheck));
+		const uint64_t lp = last_poll_any.load(std::memory_order_relaxed);
+		const bool pollers = lp && now - lp < grace;
+		uint64_t wake;
+		if (pollers) {
+			/* Pollers drain their CQs' sockets and run the timers; just look again later. */
+			wake = now + recheck;
+			recheck = std::min(recheck * 2, recheck_max);
+		} else {
+			recheck = grace;
+			wake = engine_has_deferred.load(std::memory_order_relaxed) ? now
+										   : timer_hint.load(std::memory_order_acquire);
+		}
 		engine_wake_at.store(wake, std::memory_order_release);
 		/* A deadline set by another thread after the load above kicks the eventfd. */
-		if (timer_hint.load(std::memory_order_acquire) < wake)
+		if (!pollers && timer_hint.load(std::memory_order_acquire) < wake)
 			wake = timer_hint.load(std::memory_order_acquire);
 
 		int n;
@@ -273,10 +282,10 @@ void Runtime::engine_main()
 				rearm(this, qp);
 			}
 			engine_has_deferred = still;
-			recheck = still ? std::min(recheck * 2, recheck_max) : grace;
 		}
 		now = now_ns(); /* the drains above took time; timers compare against their stamps */
-		if (now >= next_deadline)
+		const uint64_t lp2 = last_poll_any.load(std::memory_order_relaxed);
+		if (now >= next_deadline && !(lp2 && now - lp2 < grace))
 			run_timers(now);
 	}
 }

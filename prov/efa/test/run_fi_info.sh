@@ -1,0 +1,38 @@
+#!/bin/sh
+# libfabric's own fi_info finds and lists the provider, shows its parameters, and the
+# provider logs which devices it found (hardware or software) and why when it found none.
+set -u
+top="${abs_top_builddir:-$(cd "$(dirname "$0")/../../.." && pwd)}"
+command -v fi_info >/dev/null 2>&1 || { echo "SKIP: fi_info not installed (apt-get install libfabric-bin)"; exit 77; }
+export FI_PROVIDER_PATH="$top/.libs"
+unset FI_PROVIDER FI_EFA_SIM FI_EFA_SIM_PATH FI_EFA_IFACE
+fail=0
+expect() { # description, pattern, command...
+	desc=$1 pat=$2
+	shift 2
+	out=$("$@" 2>&1)
+	if printf '%s\n' "$out" | grep -a -q -- "$pat"; then
+		echo "ok: $desc"
+	else
+		echo "FAIL: $desc: no '$pat' in the output of: $*"
+		printf '%s\n' "$out" | tail -20
+		fail=1
+	fi
+}
+expect "fi_info -l lists efa" "^efa:" fi_info -l
+expect "provider version 117.0" "version: 117.0" sh -c 'fi_info -l | grep -a -A1 "^efa:"'
+expect "fi_info -e shows FI_EFA_SIM" "FI_EFA_SIM:" fi_info -e
+expect "fi_info -e shows FI_EFA_IFACE" "FI_EFA_IFACE:" fi_info -e
+expect "FI_PROVIDER=efa logs the software device" "using EFA device efasim0 (software device" \
+	env FI_PROVIDER=efa FI_LOG_LEVEL=info fi_info
+expect "FI_EFA_SIM=1 uses the software device without FI_PROVIDER" "using EFA device efasim0 (software device" \
+	env FI_EFA_SIM=1 FI_LOG_LEVEL=info fi_info -p efa
+expect "FI_EFA_SIM=0 says why there is no device" "FI_EFA_SIM=0 disables the software EFA device" \
+	env FI_EFA_SIM=0 FI_PROVIDER=efa FI_LOG_LEVEL=info fi_info
+expect "auto without explicit selection names FI_EFA_SIM" "used only when FI_EFA_SIM=1" \
+	env FI_LOG_LEVEL=info fi_info
+expect "a bad FI_EFA_SIM_PATH is reported" "set FI_EFA_SIM_PATH" \
+	env FI_EFA_SIM=1 FI_EFA_SIM_PATH=/nonexistent/libefasim.so FI_LOG_LEVEL=info fi_info
+expect "FI_EFA_IFACE filters devices" "not in FI_EFA_IFACE" \
+	env FI_EFA_SIM=1 FI_EFA_IFACE=rdmap0s1 FI_LOG_LEVEL=info fi_info
+exit $fail
