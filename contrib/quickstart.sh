@@ -1,0 +1,59 @@
+#!/bin/sh
+# Installs what is missing (Debian 12, as root), builds, and runs either the main job
+# or the whole test suite. Used by README.md and .ci/run.
+#
+#   contrib/quickstart.sh run    two processes exchange messages and RDMA through the
+#                                provider's efadv layer on the software EFA device, and
+#                                print latency and bandwidth beside plain UDP
+#   contrib/quickstart.sh test   the whole test suite (make check)
+set -eu
+mode=${1:-}
+case "$mode" in
+run | test) ;;
+*)
+	echo "usage: $0 run|test" >&2
+	exit 2
+	;;
+esac
+cd "$(dirname "$0")/.."
+
+packages="g++ make autoconf automake libtool pkg-config libfabric-dev libfabric-bin libibverbs-dev
+ibverbs-providers libhwloc-dev libcriterion-dev"
+missing=""
+for p in $packages; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+	echo "== installing:$missing"
+	if [ "$(id -u)" != 0 ]; then
+		echo "run as root, or install the packages yourself:$missing" >&2
+		exit 1
+	fi
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $missing
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+if [ ! -x configure ] || [ configure.ac -nt configure ] || [ Makefile.am -nt Makefile.in ]; then
+	./autogen.sh
+fi
+if [ ! -f Makefile ] || [ configure -nt Makefile ]; then
+	./configure
+fi
+make -j"$jobs"
+
+if [ "$mode" = run ]; then
+	exec ./prov/efa/bench/efa_dev_bench --quick
+fi
+
+status=0
+make -j"$jobs" check || status=$?
+echo "== Criterion summaries"
+for log in prov/efa/test/test_*.log; do
+	[ -f "$log" ] && printf '%-40s %s\n' "$(basename "$log" .log)" "$(grep -h 'Synthesis' "$log" | tail -1)"
+done
+if [ "$status" != 0 ]; then
+	echo "== test-suite.log"
+	cat test-suite.log 2>/dev/null || true
+fi
+exit "$status"
