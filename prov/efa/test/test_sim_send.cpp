@@ -397,3 +397,110 @@ Test(sim_send, polling_application_pays_no_wakeup_per_packet,
 			return 0;
 		});
 }
+
+Test(sim_send, invalid_ah_and_destination_in_error)
+{
+	run_pair(
+		[&](Chan &ch) {
+			Node a;
+			ch.send(a.self);
+			Addr b = ch.recv<Addr>();
+			uint8_t buf[16] = {};
+			ibv_mr *mr = a.reg(buf, sizeof buf);
+			/* an AH of another protection domain */
+			ibv_pd *other = ibv_alloc_pd(a.ctx);
+			ibv_ah_attr aa{};
+			aa.is_global = 1;
+			aa.port_num = 1;
+			aa.grh.dgid = b.gid;
+			ibv_ah *foreign = ibv_create_ah(other, &aa);
+			cr_assert_eq(a.post(IBV_WR_SEND, foreign, b, mr, buf, 16, 1), 0);
+			auto c = a.wait(1);
+			cr_assert_eq(c[0].vendor_err, 4u);
+			cr_assert_eq(c[0].status, IBV_WC_LOC_QP_OP_ERR);
+			ibv_destroy_ah(foreign);
+			ibv_dealloc_pd(other);
+			ch.sync(1); /* the peer's QP is now in the error state */
+			cr_assert_eq(a.post(IBV_WR_SEND, a.ah_for(b), b, mr, buf, 16, 2), 0);
+			c = a.wait(1);
+			cr_assert_eq(c[0].vendor_err, 9u, "vendor %u", c[0].vendor_err);
+			cr_assert_eq(c[0].status, IBV_WC_REM_INV_RD_REQ_ERR);
+			ch.sync(2);
+		},
+		[&](Chan &ch) {
+			Node b;
+			ch.recv<Addr>();
+			ch.send(b.self);
+			ibv_qp_attr qa{};
+			qa.qp_state = IBV_QPS_ERR;
+			PEER_CHECK(ibv_modify_qp(b.qp, &qa, IBV_QP_STATE) == 0);
+			ch.sync(1);
+			ch.sync(2);
+			return 0;
+		});
+}
+
+Test(sim_send, rdma_write_to_an_older_device_is_a_feature_mismatch)
+{
+	run_pair(
+		[&](Chan &ch) {
+			Node a; /* default profile: has RDMA write */
+			ch.send(a.self);
+			Addr t = ch.recv<Addr>();
+			RemoteMr rm = ch.recv<RemoteMr>();
+			uint8_t buf[64] = {};
+			ibv_mr *mr = a.reg(buf, sizeof buf);
+			cr_assert_eq(a.post(IBV_WR_RDMA_WRITE, a.ah_for(t), t, mr, buf, 64, 1, rm.rkey, rm.addr), 0);
+			auto c = a.wait(1);
+			cr_assert_eq(c[0].vendor_err, 18u, "vendor %u", c[0].vendor_err);
+			cr_assert_eq(c[0].status, IBV_WC_REM_INV_REQ_ERR);
+			ch.sync(1);
+		},
+		[&](Chan &ch) {
+			setenv("EFASIM_PROFILE", "no-rdma-write", 1); /* this process's device is older */
+			Node t;
+			Addr a = ch.recv<Addr>();
+			ch.send(t.self);
+			t.ah_for(a);
+			static uint8_t mem[64];
+			ibv_mr *mr = t.reg(mem, sizeof mem, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+			ch.send(RemoteMr{uintptr_t(mem), mr->rkey, 64});
+			ch.sync(1);
+			for (uint8_t v : mem)
+				PEER_CHECK(v == 0);
+			return 0;
+		});
+}
+
+Test(sim_send, two_devices_on_two_addresses, .init = [] {
+	setenv("EFASIM_DEVICES", "2", 1);
+	setenv("EFASIM_ADDR", "127.0.0.1,127.0.0.2", 1);
+})
+{
+	run_pair(
+		[&](Chan &ch) {
+			Node a(NodeOpts{.device = 0});
+			ch.send(a.self);
+			Addr b = ch.recv<Addr>();
+			cr_assert_neq(memcmp(a.self.gid.raw, b.gid.raw, 16), 0);
+			uint8_t buf[100];
+			fill(buf, 100, 17);
+			cr_assert_eq(a.post(IBV_WR_SEND, a.ah_for(b), b, a.reg(buf, 100), buf, 100, 1), 0);
+			auto c = a.wait(1);
+			cr_assert_eq(c[0].status, IBV_WC_SUCCESS);
+			ch.sync(2);
+		},
+		[&](Chan &ch) {
+			Node b(NodeOpts{.device = 1});
+			Addr a = ch.recv<Addr>();
+			PEER_CHECK(b.self.gid.raw[15] == 2); /* bound to 127.0.0.2 */
+			uint8_t rx[100];
+			PEER_CHECK(b.post_recv(b.reg(rx, 100), rx, 100, 5) == 0);
+			ch.send(b.self);
+			auto c = b.wait(1);
+			PEER_CHECK(c.size() == 1 && c[0].status == IBV_WC_SUCCESS && check(rx, 100, 17));
+			PEER_CHECK(memcmp(c[0].sgid.raw, a.gid.raw, 16) == 0);
+			ch.sync(2);
+			return 0;
+		});
+}
