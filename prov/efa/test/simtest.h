@@ -265,6 +265,13 @@ public:
 			fail("modify RTS");
 	}
 
+	/* Trades addresses with the process at the other end of `ch` (both call it). */
+	Addr exchange(const Chan &ch) const
+	{
+		ch.send(self);
+		return ch.recv<Addr>();
+	}
+
 	ibv_ah *ah_for(const Addr &peer)
 	{
 		ibv_ah_attr aa{};
@@ -378,6 +385,23 @@ public:
 
 private:
 	NodeOpts opts_;
+};
+
+/*
+ * The initiator side of a test against a passive target (which sends its address, then
+ * one RemoteMr): its node, the target's address, MR and an AH for it.
+ */
+struct Initiator {
+	Node node;
+	Addr target;
+	RemoteMr rm;
+	ibv_ah *ah;
+	explicit Initiator(const Chan &ch, const NodeOpts &o = NodeOpts()) : node(o)
+	{
+		target = node.exchange(ch);
+		rm = ch.recv<RemoteMr>();
+		ah = node.ah_for(target);
+	}
 };
 
 /* Deterministic test data. */

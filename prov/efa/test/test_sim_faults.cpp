@@ -28,8 +28,7 @@ StreamResult stream(int count, uint32_t size, int window)
 	run_pair(
 		[&](Chan &ch) {
 			Node a(NodeOpts{.sq = 256, .rq = 16});
-			ch.send(a.self);
-			Addr b = ch.recv<Addr>();
+			Addr b = a.exchange(ch);
 			ibv_ah *ah = a.ah_for(b);
 			std::vector<uint8_t> buf(size_t(window) * size);
 			ibv_mr *mr = a.reg(buf.data(), buf.size());
@@ -62,8 +61,7 @@ StreamResult stream(int count, uint32_t size, int window)
 		[&](Chan &ch) {
 			const int rq = 1024;
 			Node b(NodeOpts{.sq = 16, .rq = uint32_t(rq), .cqe = 4096});
-			Addr a = ch.recv<Addr>();
-			ch.send(b.self);
+			Addr a = b.exchange(ch);
 			std::vector<uint8_t> buf(size_t(rq) * size);
 			ibv_mr *mr = b.reg(buf.data(), buf.size());
 			for (int i = 0; i < rq; i++)
@@ -137,11 +135,8 @@ Test(sim_faults, exactly_once_under_delay_and_loss_with_rdma, .init = [] {
 	const size_t len = 4u << 20;
 	run_pair(
 		[&](Chan &ch) {
-			Node a;
-			ch.send(a.self);
-			Addr t = ch.recv<Addr>();
-			RemoteMr rm = ch.recv<RemoteMr>();
-			ibv_ah *ah = a.ah_for(t);
+			Initiator in(ch);
+			auto &[a, t, rm, ah] = in;
 			std::vector<uint8_t> src(len), dst(len);
 			fill(src.data(), len, 99);
 			ibv_mr *ms = a.reg(src.data(), len), *md = a.reg(dst.data(), len);
@@ -159,8 +154,7 @@ Test(sim_faults, exactly_once_under_delay_and_loss_with_rdma, .init = [] {
 		},
 		[&](Chan &ch) {
 			Node t;
-			Addr init = ch.recv<Addr>();
-			ch.send(t.self);
+			Addr init = t.exchange(ch);
 			t.ah_for(init);
 			std::vector<uint8_t> mem(len);
 			ibv_mr *mr = t.reg(mem.data(), len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);

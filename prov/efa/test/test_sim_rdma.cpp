@@ -23,8 +23,7 @@ int passive_target(Chan &ch, size_t len, uint32_t seed, int access, bool make_ah
 		   NodeOpts o = NodeOpts())
 {
 	Node t(o);
-	Addr init = ch.recv<Addr>();
-	ch.send(t.self);
+	Addr init = t.exchange(ch);
 	if (make_ah)
 		t.ah_for(init);
 	std::vector<uint8_t> mem(len);
@@ -44,11 +43,8 @@ Test(sim_rdma, write_then_read_back_large_passive_target)
 	const size_t len = 16u << 20;
 	run_pair(
 		[&](Chan &ch) {
-			Node a;
-			ch.send(a.self);
-			Addr t = ch.recv<Addr>();
-			RemoteMr rm = ch.recv<RemoteMr>();
-			ibv_ah *ah = a.ah_for(t);
+			Initiator in(ch);
+			auto &[a, t, rm, ah] = in;
 			std::vector<uint8_t> src(len), dst(len);
 			fill(src.data(), len, 42);
 			ibv_mr *ms = a.reg(src.data(), len), *md = a.reg(dst.data(), len);
@@ -89,11 +85,8 @@ Test(sim_rdma, violations_fail_and_touch_nothing)
 	const size_t len = 65536;
 	run_pair(
 		[&](Chan &ch) {
-			Node a;
-			ch.send(a.self);
-			Addr t = ch.recv<Addr>();
-			RemoteMr rm = ch.recv<RemoteMr>();
-			ibv_ah *ah = a.ah_for(t);
+			Initiator in(ch);
+			auto &[a, t, rm, ah] = in;
 			std::vector<uint8_t> buf(len * 2);
 			ibv_mr *m = a.reg(buf.data(), buf.size());
 			ch.sync(1);
@@ -130,11 +123,8 @@ Test(sim_rdma, access_flags_are_enforced)
 	const size_t len = 4096;
 	run_pair(
 		[&](Chan &ch) {
-			Node a;
-			ch.send(a.self);
-			Addr t = ch.recv<Addr>();
-			RemoteMr rm = ch.recv<RemoteMr>();
-			ibv_ah *ah = a.ah_for(t);
+			Initiator in(ch);
+			auto &[a, t, rm, ah] = in;
 			std::vector<uint8_t> buf(len);
 			ibv_mr *m = a.reg(buf.data(), len);
 			ch.sync(1);
@@ -153,11 +143,8 @@ Test(sim_rdma, target_without_address_handle_is_unknown_peer)
 {
 	run_pair(
 		[&](Chan &ch) {
-			Node a;
-			ch.send(a.self);
-			Addr t = ch.recv<Addr>();
-			RemoteMr rm = ch.recv<RemoteMr>();
-			ibv_ah *ah = a.ah_for(t);
+			Initiator in(ch);
+			auto &[a, t, rm, ah] = in;
 			uint8_t buf[64];
 			ibv_mr *m = a.reg(buf, sizeof buf);
 			ch.sync(1);
@@ -176,11 +163,8 @@ Test(sim_rdma, revoked_key_is_refused)
 {
 	run_pair(
 		[&](Chan &ch) {
-			Node a;
-			ch.send(a.self);
-			Addr t = ch.recv<Addr>();
-			RemoteMr rm = ch.recv<RemoteMr>();
-			ibv_ah *ah = a.ah_for(t);
+			Initiator in(ch);
+			auto &[a, t, rm, ah] = in;
 			uint8_t buf[64] = {};
 			ibv_mr *m = a.reg(buf, sizeof buf);
 			ch.sync(1); /* the target deregistered its MR */
@@ -190,8 +174,7 @@ Test(sim_rdma, revoked_key_is_refused)
 		},
 		[&](Chan &ch) {
 			Node t;
-			Addr init = ch.recv<Addr>();
-			ch.send(t.self);
+			Addr init = t.exchange(ch);
 			t.ah_for(init);
 			std::vector<uint8_t> mem(4096, 0x5a);
 			ibv_mr *mr = ibv_reg_mr(t.pd, mem.data(), mem.size(), kAllRemote);
@@ -210,11 +193,8 @@ Test(sim_rdma, write_with_immediate_consumes_a_receive)
 	const size_t len = 100000;
 	run_pair(
 		[&](Chan &ch) {
-			Node a;
-			ch.send(a.self);
-			Addr t = ch.recv<Addr>();
-			RemoteMr rm = ch.recv<RemoteMr>();
-			ibv_ah *ah = a.ah_for(t);
+			Initiator in(ch);
+			auto &[a, t, rm, ah] = in;
 			std::vector<uint8_t> src(len);
 			fill(src.data(), len, 77);
 			ibv_mr *m = a.reg(src.data(), len);
@@ -229,8 +209,7 @@ Test(sim_rdma, write_with_immediate_consumes_a_receive)
 		},
 		[&](Chan &ch) {
 			Node t;
-			Addr init = ch.recv<Addr>();
-			ch.send(t.self);
+			Addr init = t.exchange(ch);
 			ibv_ah *ah = t.ah_for(init);
 			efadv_ah_attr aa{};
 			efadv_query_ah(ah, &aa, sizeof aa);
@@ -258,11 +237,8 @@ Test(sim_rdma, unsolicited_write_recv_needs_no_receive)
 {
 	run_pair(
 		[&](Chan &ch) {
-			Node a;
-			ch.send(a.self);
-			Addr t = ch.recv<Addr>();
-			RemoteMr rm = ch.recv<RemoteMr>();
-			ibv_ah *ah = a.ah_for(t);
+			Initiator in(ch);
+			auto &[a, t, rm, ah] = in;
 			uint8_t src[256];
 			fill(src, sizeof src, 12);
 			ibv_mr *m = a.reg(src, sizeof src);
@@ -280,8 +256,7 @@ Test(sim_rdma, unsolicited_write_recv_needs_no_receive)
 			o.efa_flags = EFADV_QP_FLAGS_UNSOLICITED_WRITE_RECV;
 			o.unsolicited_cq = true;
 			Node t(o);
-			Addr init = ch.recv<Addr>();
-			ch.send(t.self);
+			Addr init = t.exchange(ch);
 			t.ah_for(init);
 			std::vector<uint8_t> mem(256);
 			ibv_mr *mr = t.reg(mem.data(), 256, kAllRemote);
@@ -305,11 +280,8 @@ Test(sim_rdma, write_with_immediate_without_receive_is_rnr)
 {
 	run_pair(
 		[&](Chan &ch) {
-			Node a(NodeOpts{.rnr_retry = 1});
-			ch.send(a.self);
-			Addr t = ch.recv<Addr>();
-			RemoteMr rm = ch.recv<RemoteMr>();
-			ibv_ah *ah = a.ah_for(t);
+			Initiator in(ch, NodeOpts{.rnr_retry = 1});
+			auto &[a, t, rm, ah] = in;
 			uint8_t src[16] = {1};
 			ibv_mr *m = a.reg(src, 16);
 			ch.sync(1);
@@ -330,8 +302,7 @@ Test(sim_rdma, inline_write_needs_the_qp_flag)
 			o.efa_flags = EFADV_QP_FLAGS_INLINE_WRITE;
 			Node a(o);
 			Node plain(NodeOpts{.inline_size = 64});
-			ch.send(a.self);
-			Addr t = ch.recv<Addr>();
+			Addr t = a.exchange(ch);
 			RemoteMr rm = ch.recv<RemoteMr>();
 			ibv_ah *ah = a.ah_for(t);
 			uint8_t src[80];

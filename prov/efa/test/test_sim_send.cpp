@@ -11,8 +11,7 @@ Test(sim_send, sizes_across_processes)
 	run_pair(
 		[&](Chan &ch) {
 			Node a;
-			ch.send(a.self);
-			Addr b = ch.recv<Addr>();
+			Addr b = a.exchange(ch);
 			ibv_ah *ah = a.ah_for(b);
 			std::vector<uint8_t> buf(9000);
 			ibv_mr *mr = a.reg(buf.data(), buf.size());
@@ -31,8 +30,7 @@ Test(sim_send, sizes_across_processes)
 		},
 		[&](Chan &ch) {
 			Node b;
-			Addr a = ch.recv<Addr>();
-			ch.send(b.self);
+			Addr a = b.exchange(ch);
 			ibv_ah *ah = b.ah_for(a);
 			uint16_t ahn = 0;
 			efadv_ah_attr aa{};
@@ -63,8 +61,7 @@ Test(sim_send, immediate_multi_sge_inline_and_unknown_ah)
 	run_pair(
 		[&](Chan &ch) {
 			Node a(NodeOpts{.inline_size = 32});
-			ch.send(a.self);
-			Addr b = ch.recv<Addr>();
+			Addr b = a.exchange(ch);
 			ibv_ah *ah = a.ah_for(b);
 			std::vector<uint8_t> buf(4096);
 			ibv_mr *mr = a.reg(buf.data(), buf.size());
@@ -99,8 +96,7 @@ Test(sim_send, immediate_multi_sge_inline_and_unknown_ah)
 		[&](Chan &ch) {
 			/* no AH for the sender: completions carry its GID */
 			Node b;
-			Addr a = ch.recv<Addr>();
-			ch.send(b.self);
+			Addr a = b.exchange(ch);
 			std::vector<uint8_t> buf(3 * 4096);
 			ibv_mr *mr = b.reg(buf.data(), buf.size());
 			for (int i = 0; i < 3; i++)
@@ -189,8 +185,7 @@ Test(sim_send, rnr_retry_zero_fails_with_rnr)
 	run_pair(
 		[&](Chan &ch) {
 			Node a(NodeOpts{.rnr_retry = 0});
-			ch.send(a.self);
-			Addr b = ch.recv<Addr>();
+			Addr b = a.exchange(ch);
 			ibv_ah *ah = a.ah_for(b);
 			uint8_t buf[64];
 			ibv_mr *mr = a.reg(buf, sizeof buf);
@@ -204,8 +199,7 @@ Test(sim_send, rnr_retry_zero_fails_with_rnr)
 		},
 		[&](Chan &ch) {
 			Node b;
-			ch.recv<Addr>();
-			ch.send(b.self);
+			b.exchange(ch);
 			ch.sync(1); /* no receive was ever posted */
 			PEER_CHECK(b.stats().rnr_naks_sent >= 1);
 			return 0;
@@ -217,8 +211,7 @@ Test(sim_send, rnr_retry_forever_succeeds_when_receiver_posts_late)
 	run_pair(
 		[&](Chan &ch) {
 			Node a; /* rnr_retry 7 */
-			ch.send(a.self);
-			Addr b = ch.recv<Addr>();
+			Addr b = a.exchange(ch);
 			ibv_ah *ah = a.ah_for(b);
 			uint8_t buf[64];
 			fill(buf, 64, 5);
@@ -235,8 +228,7 @@ Test(sim_send, rnr_retry_forever_succeeds_when_receiver_posts_late)
 		},
 		[&](Chan &ch) {
 			Node b;
-			ch.recv<Addr>();
-			ch.send(b.self);
+			b.exchange(ch);
 			ch.sync(1);
 			uint8_t rx[64];
 			PEER_CHECK(b.post_recv(b.reg(rx, sizeof rx), rx, sizeof rx, 9) == 0);
@@ -296,8 +288,7 @@ Test(sim_send, completion_channel_wakes_an_armed_cq)
 		},
 		[&](Chan &ch) {
 			Node b;
-			Addr a = ch.recv<Addr>();
-			ch.send(b.self);
+			Addr a = b.exchange(ch);
 			ch.sync(1);
 			uint8_t tx[64] = {1};
 			PEER_CHECK(b.post(IBV_WR_SEND, b.ah_for(a), a, b.reg(tx, 64), tx, 64, 1) == 0);
@@ -352,8 +343,7 @@ Test(sim_send, polling_application_pays_no_wakeup_per_packet,
 	run_pair(
 		[&](Chan &ch) {
 			Node a;
-			ch.send(a.self);
-			Addr b = ch.recv<Addr>();
+			Addr b = a.exchange(ch);
 			ibv_ah *ah = a.ah_for(b);
 			uint8_t tx[8], rx[8];
 			ibv_mr *mt = a.reg(tx, 8), *mrx = a.reg(rx, 8);
@@ -377,8 +367,7 @@ Test(sim_send, polling_application_pays_no_wakeup_per_packet,
 		},
 		[&](Chan &ch) {
 			Node b;
-			Addr a = ch.recv<Addr>();
-			ch.send(b.self);
+			Addr a = b.exchange(ch);
 			ibv_ah *ah = b.ah_for(a);
 			uint8_t tx[8], rx[8];
 			ibv_mr *mt = b.reg(tx, 8), *mrx = b.reg(rx, 8);
@@ -403,8 +392,7 @@ Test(sim_send, invalid_ah_and_destination_in_error)
 	run_pair(
 		[&](Chan &ch) {
 			Node a;
-			ch.send(a.self);
-			Addr b = ch.recv<Addr>();
+			Addr b = a.exchange(ch);
 			uint8_t buf[16] = {};
 			ibv_mr *mr = a.reg(buf, sizeof buf);
 			/* an AH of another protection domain */
@@ -429,8 +417,7 @@ Test(sim_send, invalid_ah_and_destination_in_error)
 		},
 		[&](Chan &ch) {
 			Node b;
-			ch.recv<Addr>();
-			ch.send(b.self);
+			b.exchange(ch);
 			ibv_qp_attr qa{};
 			qa.qp_state = IBV_QPS_ERR;
 			PEER_CHECK(ibv_modify_qp(b.qp, &qa, IBV_QP_STATE) == 0);
@@ -445,8 +432,7 @@ Test(sim_send, rdma_write_to_an_older_device_is_a_feature_mismatch)
 	run_pair(
 		[&](Chan &ch) {
 			Node a; /* default profile: has RDMA write */
-			ch.send(a.self);
-			Addr t = ch.recv<Addr>();
+			Addr t = a.exchange(ch);
 			RemoteMr rm = ch.recv<RemoteMr>();
 			uint8_t buf[64] = {};
 			ibv_mr *mr = a.reg(buf, sizeof buf);
@@ -459,8 +445,7 @@ Test(sim_send, rdma_write_to_an_older_device_is_a_feature_mismatch)
 		[&](Chan &ch) {
 			setenv("EFASIM_PROFILE", "no-rdma-write", 1); /* this process's device is older */
 			Node t;
-			Addr a = ch.recv<Addr>();
-			ch.send(t.self);
+			Addr a = t.exchange(ch);
 			t.ah_for(a);
 			static uint8_t mem[64];
 			ibv_mr *mr = t.reg(mem, sizeof mem, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
@@ -480,8 +465,7 @@ Test(sim_send, two_devices_on_two_addresses, .init = [] {
 	run_pair(
 		[&](Chan &ch) {
 			Node a(NodeOpts{.device = 0});
-			ch.send(a.self);
-			Addr b = ch.recv<Addr>();
+			Addr b = a.exchange(ch);
 			cr_assert_neq(memcmp(a.self.gid.raw, b.gid.raw, 16), 0);
 			uint8_t buf[100];
 			fill(buf, 100, 17);
