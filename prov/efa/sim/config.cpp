@@ -204,16 +204,17 @@ Config load()
 
 const Config &config()
 {
-	static const Config c = [] {
-		Config x = load();
-		if (!x.error.empty())
+	/* Never destroyed: an engine thread may still read it while the process exits. */
+	static const Config *c = [] {
+		auto *x = new Config(load());
+		if (!x->error.empty())
 			fprintf(stderr,
 				"efasim: invalid configuration, the software EFA device is disabled: %s"
 				"see efasim(7)\n",
-				x.error.c_str());
+				x->error.c_str());
 		return x;
 	}();
-	return c;
+	return *c;
 }
 
 void log_msg(int level, const char *fmt, ...)

@@ -240,7 +240,6 @@ void Runtime::engine_main()
 		engine_wake_at.store(0, std::memory_order_relaxed);
 		if (n < 0 && errno != EINTR)
 			continue;
-		stats.engine_wakeups++;
 
 		ready.clear();
 		for (int i = 0; i < n; i++) {
@@ -254,6 +253,7 @@ void Runtime::engine_main()
 		}
 
 		std::lock_guard<std::mutex> g(lock);
+		stats.engine_wakeups++;
 		now = now_ns();
 		for (uint32_t qpn : ready) {
 			auto it = qps.find(qpn);
