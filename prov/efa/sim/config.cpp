@@ -226,7 +226,9 @@ void log_msg(int level, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "efasim[%d]: %s\n", int(getpid()), buf);
+	const uint64_t us = now_ns() / 1000;
+	fprintf(stderr, "efasim[%d] %lu.%06lu: %s\n", int(getpid()), (unsigned long)(us / 1000000 % 1000),
+		(unsigned long)(us % 1000000), buf);
 }
 
 ibv_wc_status wc_status_of(uint8_t s)

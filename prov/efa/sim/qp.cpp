@@ -688,6 +688,11 @@ EFASIM_EXPORT int ibv_destroy_qp(ibv_qp *q)
 	Runtime *rt = qp->rt;
 	{
 		std::lock_guard<std::mutex> g(rt->lock);
+		/* What was received is acknowledged before the QP goes: a device acknowledges
+		 * what it delivered, whatever its QP does next. */
+		for (auto &[k, p] : qp->peers)
+			if (p->ack_pending)
+				rt->send_ack(p);
 		qp->destroying = true;
 		qp->quiet = true;
 		rt->flush_qp(qp);

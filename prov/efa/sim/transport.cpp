@@ -501,6 +501,7 @@ void on_nak(Runtime *rt, Peer *p, const WireHdr *h, const NakBody *nb)
 
 void Runtime::send_ack(Peer *p)
 {
+	SIM_DEBUG("QP %u -> %u: ack cum %u", p->qp->qpn, p->qpn, p->rx_base);
 	WireHdr h;
 	header(this, p, h, PKT_ACK, 0);
 	iovec iov{&h, sizeof h};
@@ -593,6 +594,8 @@ void Runtime::peer_timer(Peer *p, uint64_t now)
 					f.due_ns = now + p->rto_ns;
 				} else {
 					stats.retransmits++;
+					SIM_DEBUG("QP %u -> %u: retransmit seq %u type %u (try %u, rto %lu us)", p->qp->qpn,
+						  p->qpn, f.seq, f.type, f.tries + 1, (unsigned long)(p->rto_ns / 1000));
 					f.tries++;
 					uint64_t backoff = p->rto_ns << std::min<uint16_t>(f.tries, 16);
 					f.due_ns = now + std::min<uint64_t>(backoff, uint64_t(c.rto_max_us) * 1000);
@@ -739,6 +742,7 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 		}
 	};
 	if (seq_lt(seq, p->rx_base)) {
+		SIM_DEBUG("QP %u <- %u: duplicate seq %u (rx_base %u)", qp->qpn, p->qpn, seq, p->rx_base);
 		stats.duplicates++;
 		schedule_ack();
 		return;
@@ -923,6 +927,8 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 		}
 	}
 
+	SIM_DEBUG("QP %u <- %u: seq %u type %u status %u (rx_base %u)", qp->qpn, p->qpn, seq, h->type, status,
+		  p->rx_base);
 	if (status == EFA_OK) {
 		rx_mark(p, seq);
 		schedule_ack();

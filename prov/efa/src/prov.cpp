@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 #include "prov.h"
 
+#include "fabric.h"
+#include "info.h"
 #include "log.h"
 #include "params.h"
 
@@ -15,7 +17,6 @@ namespace {
 
 int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags, const fi_info *hints,
 	    fi_info **info);
-int fabric_open(fi_fabric_attr *attr, fid_fabric **fabric, void *context);
 void cleanup();
 
 struct DeviceSet {
@@ -124,10 +125,6 @@ namespace {
 int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags, const fi_info *hints,
 	    fi_info **info)
 {
-	(void)version;
-	(void)node;
-	(void)service;
-	(void)flags;
 	*info = nullptr;
 	bool explicit_efa = fi_provider_env_selects_efa() ||
 			    (hints && hints->fabric_attr && hints->fabric_attr->prov_name &&
@@ -135,17 +132,12 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	const auto &devs = devices(explicit_efa);
 	if (devs.empty())
 		return -FI_ENODATA;
-	EFA_DBG(Core, "%zu device(s); fi_info for the efa-direct and efa fabrics is not built yet", devs.size());
-	return -FI_ENODATA;
+	std::vector<const verbs::Device *> list;
+	for (const auto &d : devs)
+		list.push_back(d.get());
+	return build_infos(version, node, service, flags, hints, list, info);
 }
 
-int fabric_open(fi_fabric_attr *attr, fid_fabric **fabric, void *context)
-{
-	(void)attr;
-	(void)fabric;
-	(void)context;
-	return -FI_ENODATA;
-}
 
 void cleanup() { close_devices(); }
 

@@ -3,7 +3,10 @@
 
 #include "log.h"
 
+#include <climits>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -32,7 +35,48 @@ int query_port(const Api &api, ibv_context *ctx, ibv_port_attr &out)
 	return api.query_port(ctx, 1, reinterpret_cast<_compat_ibv_port_attr *>(&out));
 }
 
+/* <ibdev_path>/device -> ../../../0000:00:06.0 */
+bool read_pci(const ibv_device *dev, PciAddr &out)
+{
+	std::string link = std::string(dev->ibdev_path) + "/device";
+	char resolved[PATH_MAX];
+	if (!realpath(link.c_str(), resolved))
+		return false;
+	const char *base = std::strrchr(resolved, '/');
+	unsigned dom, bus, d, fn;
+	if (!base || sscanf(base + 1, "%x:%x:%x.%x", &dom, &bus, &d, &fn) != 4)
+		return false;
+	out = PciAddr{uint16_t(dom), uint8_t(bus), uint8_t(d), uint8_t(fn)};
+	return true;
+}
+
 } // namespace
+
+uint64_t Device::link_speed_bps() const
+{
+	/* ibv_port_attr encodings (IB spec): per-lane rate and lane count */
+	double lane_gbps;
+	switch (port_.active_speed) {
+	case 1: lane_gbps = 2.5; break;
+	case 2: lane_gbps = 5; break;
+	case 4: case 8: lane_gbps = 10; break;
+	case 16: lane_gbps = 14.0625; break;
+	case 32: lane_gbps = 25.78125; break;
+	case 64: lane_gbps = 50; break;
+	case 128: lane_gbps = 100; break;
+	default: lane_gbps = 25; break;
+	}
+	int lanes;
+	switch (port_.active_width) {
+	case 1: lanes = 1; break;
+	case 2: lanes = 4; break;
+	case 4: lanes = 8; break;
+	case 8: lanes = 12; break;
+	case 16: lanes = 2; break;
+	default: lanes = 4; break;
+	}
+	return uint64_t(lane_gbps * lanes * 1e9);
+}
 
 Device::~Device()
 {
@@ -80,6 +124,7 @@ Result<std::unique_ptr<Device>> Device::open(const Api &api, ibv_device *dev)
 		EFA_WARN(Core, "%s: ibv_query_gid failed: %s", d->name_.c_str(), strerror(ret));
 		return Err{-ret};
 	}
+	d->has_pci_ = !api.software && read_pci(dev, d->pci_);
 	return d;
 }
 

@@ -16,6 +16,12 @@
 
 namespace efa::verbs {
 
+/* PCI location of a hardware device (from sysfs). */
+struct PciAddr {
+	uint16_t domain;
+	uint8_t bus, dev, fn;
+};
+
 class Device {
 public:
 	~Device();
@@ -49,6 +55,11 @@ public:
 	/* Inline bytes with wide work requests; == inline_size() when the device has none. */
 	uint16_t inline_size_ex() const { return efa_.inline_buf_size_ex ? efa_.inline_buf_size_ex : efa_.inline_buf_size; }
 
+	/* PCI address, when the device sits on a PCI bus (hardware devices). */
+	const PciAddr *pci() const { return has_pci_ ? &pci_ : nullptr; }
+	/* Link speed in bits per second, from the port's active width and speed. */
+	uint64_t link_speed_bps() const;
+
 	/* One line for logs: "efasim0 (software): RDMA read/write, unsolicited write recv, ..." */
 	std::string describe() const;
 
@@ -63,6 +74,8 @@ private:
 	ibv_port_attr port_{};
 	efadv_device_attr_cur efa_{};
 	ibv_gid gid_{};
+	PciAddr pci_{};
+	bool has_pci_ = false;
 };
 
 } // namespace efa::verbs

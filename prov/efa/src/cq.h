@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Completion queue (fi_cq(3)): formats CONTEXT, MSG, DATA and TAGGED; read, readfrom,
+ * readerr (prov_errno = EFA status, err_data = a message), sread/sreadfrom with a
+ * timeout, signal, strerror; wait objects FI_WAIT_UNSPEC and FI_WAIT_FD.
+ *
+ * One device CQ (L1) per libfabric CQ. Reading polls it and hands each device completion
+ * to the endpoint that owns its QP (CqUser::on_wc), which stages a libfabric completion
+ * (or an error) here, updates counters and frees its operation entry. Operations that
+ * want no completion still complete on the device and are consumed silently.
+ *
+ * Back-pressure: `slots` counts device CQ entries not claimed by posted work; a post
+ * that cannot claim one returns -FI_EAGAIN, so the device CQ never overflows with
+ * completions of posted work.
+ */
+#ifndef EFA_CQ_H
+#define EFA_CQ_H
+
+#include "domain.h"
+#include "verbs/cq.h"
+
+#include <atomic>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace efa {
+
+struct Cq;
+
+/* An owner of QPs whose completions land in a Cq (an endpoint). */
+class CqUser {
+public:
+	virtual ~CqUser() = default;
+	virtual uint32_t qpn() const = 0;
+	/* Called with the Cq's lock held, for each device completion of this QP. */
+	virtual void on_wc(const verbs::Wc &wc, Cq &cq) = 0;
+};
+
+struct Cq {
+	fid_cq cq; /* first */
+	ObjHeader hdr;
+	static constexpr Magic kMagic = Magic::Cq;
+
+	Domain *dom;
+	fi_cq_format format;
+	size_t entry_size;
+	fi_wait_obj wait_obj;
+	verbs::CompChannel channel;
+	verbs::Cq vcq;
+	int signal_fd = -1; /* fi_cq_signal */
+	int epfd = -1;      /* FI_GETWAIT: readable on a completion event or a signal */
+
+	std::mutex lock;
+	struct Entry {
+		fi_cq_tagged_entry e;
+		fi_addr_t src;
+	};
+	struct Error {
+		fi_cq_err_entry e;
+		std::string text;
+	};
+	std::deque<Entry> staged;
+	std::deque<Error> errors;
+	std::string last_err; /* err_data of the last readerr stays valid until the next */
+	std::vector<CqUser *> users;
+	bool armed = false;
+	std::atomic<int64_t> slots{0};
+
+	/* Back-pressure accounting (any thread). */
+	bool reserve()
+	{
+		if (slots.fetch_sub(1, std::memory_order_acq_rel) <= 0) {
+			slots.fetch_add(1, std::memory_order_relaxed);
+			return false;
+		}
+		return true;
+	}
+	void release(int64_t n = 1) { slots.fetch_add(n, std::memory_order_relaxed); }
+
+	/* With `lock` held: */
+	void push(const fi_cq_tagged_entry &e, fi_addr_t src) { staged.push_back(Entry{e, src}); }
+	void push_error(const fi_cq_err_entry &e, std::string text) { errors.push_back(Error{e, std::move(text)}); }
+	int progress(size_t max);
+
+	void attach(CqUser *u);
+	void detach(CqUser *u);
+	/* fi_trywait: 0 when armed and empty, -FI_EAGAIN when there is something to read. */
+	int trywait();
+	/* Drives progress without reading (counters use it). */
+	void poke();
+};
+
+int cq_open(fid_domain *domain, fi_cq_attr *attr, fid_cq **cq, void *context);
+
+} // namespace efa
+
+#endif

@@ -1,0 +1,497 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* efa-direct endpoint: open, bind, enable, close, getname, options, pools. */
+#include "direct/ep.h"
+
+#include "addr.h"
+#include "log.h"
+
+#include <rdma/fi_ext_efa.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_tagged.h>
+
+#include <sys/random.h>
+
+#include <cstring>
+
+namespace efa::direct {
+
+/* ------------------------------------------------------------------ op pool */
+
+void OpPool::init(size_t n, uint8_t *bounce, size_t bounce_size)
+{
+	ops_.assign(n, Op{});
+	free_ = nullptr;
+	for (size_t i = n; i-- > 0;) {
+		ops_[i].bounce = bounce ? bounce + i * bounce_size : nullptr;
+		ops_[i].next_free = free_;
+		free_ = &ops_[i];
+	}
+	in_use_ = 0;
+}
+
+Op *OpPool::get()
+{
+	std::lock_guard<std::mutex> g(lock_);
+	Op *op = free_;
+	if (op) {
+		free_ = op->next_free;
+		in_use_++;
+	}
+	return op;
+}
+
+void OpPool::put(Op *op)
+{
+	std::lock_guard<std::mutex> g(lock_);
+	op->next_free = free_;
+	free_ = op;
+	in_use_--;
+}
+
+namespace {
+
+uint32_t random_qkey()
+{
+	/* QKEYs at or above 0x80000000 are privileged; 0 is what a stale address has. */
+	uint32_t k = 0;
+	while (!k) {
+		if (getrandom(&k, sizeof k, GRND_NONBLOCK) != sizeof k)
+			k = uint32_t(getpid()) * 2654435761u ^ uint32_t(time(nullptr));
+		k &= 0x7fffffffu;
+	}
+	return k;
+}
+
+Ep *ep_of(fid_t f) { return fid_to<Ep>(f); }
+
+/* ------------------------------------------------------------------ fi_ops */
+
+int ep_close(fid_t f)
+{
+	Ep *ep = ep_of(f);
+	return ep ? ep->close() : -FI_EINVAL;
+}
+
+int ep_bind(fid_t f, fid_t bf, uint64_t flags)
+{
+	Ep *ep = ep_of(f);
+	if (!ep || !bf)
+		return -FI_EINVAL;
+	if (ep->enabled) {
+		EFA_WARN(EpCtrl, "fi_ep_bind after fi_enable");
+		return -FI_EINVAL;
+	}
+	switch (bf->fclass) {
+	case FI_CLASS_AV: {
+		Av *av = fid_to<Av>(bf);
+		if (!av || av->dom != ep->dom || flags)
+			return -FI_EINVAL;
+		if (ep->av)
+			return -FI_EINVAL;
+		ep->av = av;
+		av->hdr.children++;
+		return 0;
+	}
+	case FI_CLASS_CQ: {
+		Cq *cq = fid_to<Cq>(bf);
+		if (!cq || cq->dom != ep->dom || (flags & ~uint64_t(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) ||
+		    !(flags & (FI_TRANSMIT | FI_RECV)))
+			return -FI_EINVAL;
+		if (((flags & FI_TRANSMIT) && ep->tx_cq) || ((flags & FI_RECV) && ep->rx_cq))
+			return -FI_EINVAL;
+		if (flags & FI_TRANSMIT) {
+			ep->tx_cq = cq;
+			ep->tx_selective = flags & FI_SELECTIVE_COMPLETION;
+			cq->hdr.children++;
+		}
+		if (flags & FI_RECV) {
+			ep->rx_cq = cq;
+			ep->rx_selective = flags & FI_SELECTIVE_COMPLETION;
+			cq->hdr.children++;
+		}
+		return 0;
+	}
+	case FI_CLASS_CNTR: {
+		Cntr *c = fid_to<Cntr>(bf);
+		constexpr uint64_t kEvents = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+		if (!c || c->dom != ep->dom || !flags || (flags & ~kEvents))
+			return -FI_EINVAL;
+		const uint64_t bits[kCntrCount] = {FI_SEND, FI_RECV, FI_READ, FI_WRITE, FI_REMOTE_READ, FI_REMOTE_WRITE};
+		for (int i = 0; i < kCntrCount; i++) {
+			if (!(flags & bits[i]))
+				continue;
+			if (ep->cntr[i])
+				ep->cntr[i]->hdr.children--;
+			ep->cntr[i] = c;
+			c->hdr.children++;
+		}
+		return 0;
+	}
+	case FI_CLASS_EQ: {
+		Eq *eq = fid_to<Eq>(bf);
+		if (!eq || ep->eq)
+			return -FI_EINVAL;
+		ep->eq = eq; /* RDM endpoints raise no events */
+		eq->hdr.children++;
+		return 0;
+	}
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+int ep_control(fid_t f, int command, void *)
+{
+	Ep *ep = ep_of(f);
+	if (!ep)
+		return -FI_EINVAL;
+	if (command == FI_ENABLE)
+		return ep->enable();
+	return -FI_ENOSYS;
+}
+
+fi_ops g_ep_fi_ops = {
+	.size = sizeof(fi_ops),
+	.close = ep_close,
+	.bind = ep_bind,
+	.control = ep_control,
+	.ops_open = no_ops_open,
+	.tostr = nullptr,
+	.ops_set = nullptr,
+};
+
+/* ------------------------------------------------------------------ fi_ops_ep */
+
+ssize_t ep_cancel(fid_t f, void *)
+{
+	/* Work requests posted to the device cannot be taken back. */
+	return ep_of(f) ? -FI_ENOSYS : -FI_EINVAL;
+}
+
+int ep_getopt(fid_t f, int level, int name, void *val, size_t *len)
+{
+	Ep *ep = ep_of(f);
+	if (!ep || !val || !len)
+		return -FI_EINVAL;
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	switch (name) {
+	case FI_OPT_EFA_RNR_RETRY:
+		if (*len < sizeof(size_t))
+			return -FI_ETOOSMALL;
+		*static_cast<size_t *>(val) = ep->rnr_retry;
+		*len = sizeof(size_t);
+		return 0;
+	case FI_OPT_EFA_EMULATED_READ:
+	case FI_OPT_EFA_EMULATED_WRITE:
+		/* efa-direct never emulates: RMA is the device's RDMA or not offered. */
+		if (*len < sizeof(bool))
+			return -FI_ETOOSMALL;
+		*static_cast<bool *>(val) = false;
+		*len = sizeof(bool);
+		return 0;
+	default:
+		return -FI_ENOPROTOOPT;
+	}
+}
+
+int ep_setopt(fid_t f, int level, int name, const void *val, size_t len)
+{
+	Ep *ep = ep_of(f);
+	if (!ep || !val)
+		return -FI_EINVAL;
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	switch (name) {
+	case FI_OPT_EFA_RNR_RETRY: {
+		if (len != sizeof(size_t))
+			return -FI_EINVAL;
+		const size_t v = *static_cast<const size_t *>(val);
+		if (ep->enabled) {
+			EFA_WARN(EpCtrl, "FI_OPT_EFA_RNR_RETRY must be set before fi_enable");
+			return -FI_EINVAL;
+		}
+		if (!ep->dom->dev->rnr_retry())
+			return -FI_ENOSYS;
+		if (v > 7) {
+			EFA_WARN(EpCtrl, "FI_OPT_EFA_RNR_RETRY %zu: 0..6 retries, or 7 for retrying forever", v);
+			return -FI_EINVAL;
+		}
+		ep->rnr_retry = uint8_t(v);
+		return 0;
+	}
+	case FI_OPT_CUDA_API_PERMITTED:
+	case FI_OPT_SHARED_MEMORY_PERMITTED:
+		/* Neither CUDA nor shared memory is used: any answer is honoured. */
+		return len == sizeof(bool) ? 0 : -FI_EINVAL;
+	case FI_OPT_EFA_USE_DEVICE_RDMA:
+		if (len != sizeof(bool))
+			return -FI_EINVAL;
+		return *static_cast<const bool *>(val) == ep->dom->dev->rdma_read() ? 0 : -FI_EOPNOTSUPP;
+	case FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES:
+	case FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES:
+		return -FI_EOPNOTSUPP; /* SRD orders nothing */
+	default:
+		return -FI_ENOPROTOOPT;
+	}
+}
+
+ssize_t no_ctx(fid_ep *, int, fi_tx_attr *, fid_ep **, void *) { return -FI_ENOSYS; }
+ssize_t no_rx_ctx(fid_ep *, int, fi_rx_attr *, fid_ep **, void *) { return -FI_ENOSYS; }
+
+ssize_t rx_size_left(fid_ep *f)
+{
+	Ep *ep = ep_of(&f->fid);
+	return ep && ep->enabled ? ssize_t(ep->rx.capacity() - ep->rx.in_use()) : -FI_EOPBADSTATE;
+}
+
+ssize_t tx_size_left(fid_ep *f)
+{
+	Ep *ep = ep_of(&f->fid);
+	return ep && ep->enabled ? ssize_t(ep->tx.capacity() - ep->tx.in_use()) : -FI_EOPBADSTATE;
+}
+
+fi_ops_ep g_ep_ops = {
+	.size = sizeof(fi_ops_ep),
+	.cancel = ep_cancel,
+	.getopt = ep_getopt,
+	.setopt = ep_setopt,
+	.tx_ctx = reinterpret_cast<int (*)(fid_ep *, int, fi_tx_attr *, fid_ep **, void *)>(no_ctx),
+	.rx_ctx = reinterpret_cast<int (*)(fid_ep *, int, fi_rx_attr *, fid_ep **, void *)>(no_rx_ctx),
+	.rx_size_left = rx_size_left,
+	.tx_size_left = tx_size_left,
+};
+
+/* ------------------------------------------------------------------ fi_ops_cm */
+
+int ep_getname(fid_t f, void *addr, size_t *addrlen)
+{
+	Ep *ep = ep_of(f);
+	if (!ep || !addrlen)
+		return -FI_EINVAL;
+	if (!ep->enabled) {
+		EFA_WARN(EpCtrl, "fi_getname: the address exists once the endpoint is enabled (fi_enable)");
+		return -FI_EOPBADSTATE;
+	}
+	const size_t have = *addrlen;
+	*addrlen = kAddrLen;
+	if (have < kAddrLen || !addr)
+		return -FI_ETOOSMALL;
+	RawAddr a{};
+	std::memcpy(a.gid, ep->dom->dev->gid().raw, 16);
+	a.qpn = uint16_t(ep->qp.qpn());
+	a.qkey = ep->qkey;
+	std::memcpy(addr, &a, kAddrLen);
+	return 0;
+}
+
+int no_setname(fid_t, void *, size_t) { return -FI_ENOSYS; }
+int no_getpeer(fid_ep *, void *, size_t *) { return -FI_ENOSYS; }
+int no_connect(fid_ep *, const void *, const void *, size_t) { return -FI_ENOSYS; }
+int no_listen(fid_pep *) { return -FI_ENOSYS; }
+int no_accept(fid_ep *, const void *, size_t) { return -FI_ENOSYS; }
+int no_reject(fid_pep *, fid_t, const void *, size_t) { return -FI_ENOSYS; }
+int no_shutdown(fid_ep *, uint64_t) { return -FI_ENOSYS; }
+int no_join(fid_ep *, const void *, uint64_t, fid_mc **, void *) { return -FI_ENOSYS; }
+
+fi_ops_cm g_cm_ops = {
+	.size = sizeof(fi_ops_cm),
+	.setname = no_setname,
+	.getname = ep_getname,
+	.getpeer = no_getpeer,
+	.connect = no_connect,
+	.listen = no_listen,
+	.accept = no_accept,
+	.reject = no_reject,
+	.shutdown = no_shutdown,
+	.join = no_join,
+};
+
+/* ------------------------------------------------------------------ no tagged, no atomics */
+
+template <typename... A> ssize_t enosys(A...) { return -FI_ENOSYS; }
+
+fi_ops_tagged g_tagged_ops = {
+	.size = sizeof(fi_ops_tagged),
+	.recv = enosys<fid_ep *, void *, size_t, void *, fi_addr_t, uint64_t, uint64_t, void *>,
+	.recvv = enosys<fid_ep *, const iovec *, void **, size_t, fi_addr_t, uint64_t, uint64_t, void *>,
+	.recvmsg = enosys<fid_ep *, const fi_msg_tagged *, uint64_t>,
+	.send = enosys<fid_ep *, const void *, size_t, void *, fi_addr_t, uint64_t, void *>,
+	.sendv = enosys<fid_ep *, const iovec *, void **, size_t, fi_addr_t, uint64_t, void *>,
+	.sendmsg = enosys<fid_ep *, const fi_msg_tagged *, uint64_t>,
+	.inject = enosys<fid_ep *, const void *, size_t, fi_addr_t, uint64_t>,
+	.senddata = enosys<fid_ep *, const void *, size_t, void *, uint64_t, fi_addr_t, uint64_t, void *>,
+	.injectdata = enosys<fid_ep *, const void *, size_t, uint64_t, fi_addr_t, uint64_t>,
+};
+
+fi_ops_atomic g_atomic_ops = {
+	.size = sizeof(fi_ops_atomic),
+	.write = enosys<fid_ep *, const void *, size_t, void *, fi_addr_t, uint64_t, uint64_t, fi_datatype, fi_op, void *>,
+	.writev = enosys<fid_ep *, const fi_ioc *, void **, size_t, fi_addr_t, uint64_t, uint64_t, fi_datatype, fi_op,
+			 void *>,
+	.writemsg = enosys<fid_ep *, const fi_msg_atomic *, uint64_t>,
+	.inject = enosys<fid_ep *, const void *, size_t, fi_addr_t, uint64_t, uint64_t, fi_datatype, fi_op>,
+	.readwrite = enosys<fid_ep *, const void *, size_t, void *, void *, void *, fi_addr_t, uint64_t, uint64_t,
+			    fi_datatype, fi_op, void *>,
+	.readwritev = enosys<fid_ep *, const fi_ioc *, void **, size_t, fi_ioc *, void **, size_t, fi_addr_t, uint64_t,
+			     uint64_t, fi_datatype, fi_op, void *>,
+	.readwritemsg = enosys<fid_ep *, const fi_msg_atomic *, fi_ioc *, void **, size_t, uint64_t>,
+	.compwrite = enosys<fid_ep *, const void *, size_t, void *, const void *, void *, void *, void *, fi_addr_t,
+			    uint64_t, uint64_t, fi_datatype, fi_op, void *>,
+	.compwritev = enosys<fid_ep *, const fi_ioc *, void **, size_t, const fi_ioc *, void **, size_t, fi_ioc *, void **,
+			     size_t, fi_addr_t, uint64_t, uint64_t, fi_datatype, fi_op, void *>,
+	.compwritemsg = enosys<fid_ep *, const fi_msg_atomic *, const fi_ioc *, void **, size_t, fi_ioc *, void **, size_t,
+			       uint64_t>,
+	.writevalid = [](fid_ep *, fi_datatype, fi_op, size_t *) { return -FI_EOPNOTSUPP; },
+	.readwritevalid = [](fid_ep *, fi_datatype, fi_op, size_t *) { return -FI_EOPNOTSUPP; },
+	.compwritevalid = [](fid_ep *, fi_datatype, fi_op, size_t *) { return -FI_EOPNOTSUPP; },
+};
+
+} // namespace
+
+/* ------------------------------------------------------------------ lifecycle */
+
+int Ep::enable()
+{
+	if (enabled)
+		return -FI_EINVAL;
+	if (!av) {
+		EFA_WARN(EpCtrl, "fi_enable: bind an address vector first");
+		return -FI_ENOAV;
+	}
+	const bool needs_tx = info->caps & (FI_SEND | FI_READ | FI_WRITE);
+	const bool needs_rx = info->caps & (FI_RECV | FI_REMOTE_WRITE);
+	if ((needs_tx && !tx_cq) || (needs_rx && !rx_cq) || (!tx_cq && !rx_cq)) {
+		EFA_WARN(EpCtrl, "fi_enable: bind a CQ for %s", !tx_cq ? "FI_TRANSMIT" : "FI_RECV");
+		return -FI_ENOCQ;
+	}
+	Cq *scq = tx_cq ? tx_cq : rx_cq;
+	Cq *rcq = rx_cq ? rx_cq : tx_cq;
+	const verbs::Device &dev = *dom->dev;
+	qkey = random_qkey();
+	verbs::QpAttr qa;
+	qa.sq_depth = uint32_t(info->tx_attr->size);
+	qa.rq_depth = uint32_t(info->rx_attr->size);
+	qa.max_inline = uint32_t(inject_size);
+	qa.unsolicited_write_recv = !dom->rx_cq_data;
+	qa.sl = (info->tx_attr->tclass == FI_TC_LOW_LATENCY || dom->info->domain_attr->tclass == FI_TC_LOW_LATENCY) ? 8 : 0;
+	qa.processing_hints = true;
+	qa.qkey = qkey;
+	qa.rnr_retry = rnr_retry;
+	auto q = verbs::Qp::create_srd(dev, dom->pd, scq->vcq, rcq->vcq, qa);
+	if (!q.ok())
+		return q.error();
+	qp = q.take();
+	const verbs::QpFeatures &feat = qp.features();
+
+	/* Bounce slots for injects the device cannot take inline. */
+	const size_t slot = std::max<size_t>(inject_size, 1);
+	bounce.assign(feat.sq_depth * slot, 0);
+	auto mr = verbs::Mr::reg(dom->pd, bounce.data(), bounce.size(), IBV_ACCESS_LOCAL_WRITE);
+	if (!mr.ok()) {
+		qp = verbs::Qp();
+		return mr.error();
+	}
+	bounce_mr = mr.take();
+	tx.init(feat.sq_depth, bounce.data(), slot);
+	rx.init(feat.rq_depth, nullptr, 0);
+	scq->attach(&hook);
+	if (rcq != scq)
+		rcq->attach(&hook);
+	for (Cntr *c : cntr) {
+		if (!c)
+			continue;
+		c->add_cq(scq);
+		if (rcq != scq)
+			c->add_cq(rcq);
+	}
+	enabled = true;
+	EFA_DBG(EpCtrl, "efa-direct endpoint %s: QP %u, qkey %#x, inject %zu, sq %u, rq %u", dev.name().c_str(), qp.qpn(),
+		qkey, inject_size, feat.sq_depth, feat.rq_depth);
+	return 0;
+}
+
+int Ep::close()
+{
+	if (hdr.children.load())
+		return -FI_EBUSY;
+	Cq *scq = tx_cq ? tx_cq : rx_cq;
+	Cq *rcq = rx_cq ? rx_cq : tx_cq;
+	if (enabled) {
+		for (Cntr *c : cntr) {
+			if (!c)
+				continue;
+			c->remove_cq(scq);
+			if (rcq != scq)
+				c->remove_cq(rcq);
+		}
+		if (scq)
+			scq->detach(&hook);
+		if (rcq && rcq != scq)
+			rcq->detach(&hook);
+		qp = verbs::Qp(); /* destroys the QP: its work is flushed without completions */
+		/* Slots held by work that will never complete go back to the CQs. */
+		if (tx_cq)
+			tx_cq->release(int64_t(tx.in_use()));
+		if (rx_cq)
+			rx_cq->release(int64_t(rx.in_use()));
+		bounce_mr = verbs::Mr();
+		enabled = false;
+	}
+	for (Cntr *c : cntr)
+		if (c)
+			c->hdr.children--;
+	if (tx_cq)
+		tx_cq->hdr.children--;
+	if (rx_cq)
+		rx_cq->hdr.children--;
+	if (av)
+		av->hdr.children--;
+	if (eq)
+		eq->hdr.children--;
+	fi_freeinfo(info);
+	info = nullptr;
+	dom->hdr.children--;
+	retire(this);
+	return 0;
+}
+
+int ep_open(fid_domain *df, fi_info *info, fid_ep **out, void *context)
+{
+	Domain *d = fid_to<Domain>(&df->fid);
+	if (!d || !info || !out || !info->ep_attr || !info->tx_attr || !info->rx_attr)
+		return -FI_EINVAL;
+	if (info->ep_attr->type != FI_EP_RDM) {
+		EFA_WARN(EpCtrl, "fi_endpoint: efa-direct offers FI_EP_RDM endpoints only");
+		return -FI_EINVAL;
+	}
+	const verbs::Device &dev = *d->dev;
+	auto *ep = new Ep();
+	ep->hdr.magic = Ep::kMagic;
+	ep->ep.fid.fclass = FI_CLASS_EP;
+	ep->ep.fid.context = context;
+	ep->ep.fid.ops = &g_ep_fi_ops;
+	ep->ep.ops = &g_ep_ops;
+	ep->ep.cm = &g_cm_ops;
+	ep->ep.msg = &g_msg_ops;
+	ep->ep.rma = &g_rma_ops;
+	ep->ep.tagged = &g_tagged_ops;
+	ep->ep.atomic = &g_atomic_ops;
+	ep->dom = d;
+	ep->info = fi_dupinfo(info);
+	ep->tx_op_flags = info->tx_attr->op_flags;
+	ep->rx_op_flags = info->rx_attr->op_flags;
+	ep->inject_size = std::min<size_t>(info->tx_attr->inject_size, dev.inline_size_ex());
+	ep->mtu = dev.mtu();
+	ep->max_rdma = dev.max_rdma_size();
+	/* Sizes beyond the device's are clamped by the QP; 0 means the device's. */
+	if (!ep->info->tx_attr->size)
+		ep->info->tx_attr->size = dev.efa().max_sq_wr;
+	if (!ep->info->rx_attr->size)
+		ep->info->rx_attr->size = dev.efa().max_rq_wr;
+	d->hdr.children++;
+	*out = &ep->ep;
+	return 0;
+}
+
+} // namespace efa::direct

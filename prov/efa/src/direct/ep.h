@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The efa-direct endpoint: one SRD QP; one libfabric operation = one work request.
+ *
+ * Every posted operation takes an Op from a preallocated pool (sized to the QP's queue)
+ * and one slot of its CQ; the work request's wr_id is the Op. The device completion
+ * (Cq::progress -> Hook::on_wc) turns the Op into a libfabric completion if one is
+ * wanted, bumps the bound counters and returns the Op and the slot. Inject operations
+ * copy their data inline into the work request, or into the Op's registered bounce
+ * slot when the device cannot take it inline (RDMA write without INLINE_WRITE).
+ */
+#ifndef EFA_DIRECT_EP_H
+#define EFA_DIRECT_EP_H
+
+#include "av.h"
+#include "cntr.h"
+#include "cq.h"
+#include "verbs/qp.h"
+
+#include <rdma/fi_rma.h>
+
+#include <mutex>
+#include <vector>
+
+namespace efa::direct {
+
+/* Provider-specific op flag (fi_ext_efa.h): processing hint for bursty RDMA writes. */
+inline constexpr uint64_t kFlagHighPps = 1ull << 60;
+
+enum class OpKind : uint8_t { Send, Read, Write, Recv };
+
+struct Op {
+	void *context;
+	uint64_t cq_flags; /* fi_cq_*_entry.flags on success */
+	size_t len;
+	void *buf;
+	uint64_t data;
+	fi_addr_t addr; /* destination (transmit) */
+	OpKind kind;
+	bool completion; /* report a successful completion */
+	Op *next_free;
+	uint8_t *bounce; /* inject_size bytes in the endpoint's registered bounce buffer */
+};
+
+/* A fixed set of Ops with a free list (its own lock: posts and completions race). */
+class OpPool {
+public:
+	void init(size_t n, uint8_t *bounce, size_t bounce_size);
+	Op *get();
+	void put(Op *op);
+	size_t in_use() const { return in_use_; }
+	size_t capacity() const { return ops_.size(); }
+
+private:
+	std::vector<Op> ops_;
+	Op *free_ = nullptr;
+	size_t in_use_ = 0;
+	std::mutex lock_;
+};
+
+struct Ep;
+
+/* Receives the device completions of the endpoint's QP from its CQs. */
+class Hook : public CqUser {
+public:
+	explicit Hook(Ep *ep) : ep_(ep) {}
+	uint32_t qpn() const override;
+	void on_wc(const verbs::Wc &wc, Cq &cq) override;
+
+private:
+	Ep *ep_;
+};
+
+enum CntrIdx { kCntrSend, kCntrRecv, kCntrRead, kCntrWrite, kCntrRemoteRead, kCntrRemoteWrite, kCntrCount };
+
+struct Ep {
+	fid_ep ep; /* first */
+	ObjHeader hdr;
+	static constexpr Magic kMagic = Magic::Ep;
+
+	Domain *dom;
+	fi_info *info;
+	Av *av = nullptr;
+	Eq *eq = nullptr;
+	Cq *tx_cq = nullptr;
+	Cq *rx_cq = nullptr;
+	bool tx_selective = false;
+	bool rx_selective = false;
+	Cntr *cntr[kCntrCount] = {};
+
+	bool enabled = false;
+	uint8_t rnr_retry = 7;
+	uint64_t tx_op_flags;
+	uint64_t rx_op_flags;
+	size_t inject_size;
+	size_t mtu;
+	size_t max_rdma;
+	uint32_t qkey = 0;
+	verbs::Qp qp;
+	OpPool tx, rx;
+	std::vector<uint8_t> bounce;
+	verbs::Mr bounce_mr;
+	std::mutex tx_lock, rx_lock;
+	Hook hook{this};
+
+	int enable();
+	int close();
+
+	/* The data path (direct/msg.cpp, direct/rma.cpp). */
+	ssize_t post_tx(OpKind kind, const iovec *iov, void **desc, size_t count, fi_addr_t dest,
+			const fi_rma_iov *rma, uint64_t data, void *context, uint64_t flags, bool completion);
+	ssize_t post_rx(const iovec *iov, void **desc, size_t count, void *context, bool completion);
+	bool tx_completion(uint64_t flags) const { return !tx_selective || (flags & FI_COMPLETION); }
+	bool rx_completion(uint64_t flags) const { return !rx_selective || (flags & FI_COMPLETION); }
+};
+
+int ep_open(fid_domain *domain, fi_info *info, fid_ep **ep, void *context);
+
+extern fi_ops_msg g_msg_ops;
+extern fi_ops_rma g_rma_ops;
+
+} // namespace efa::direct
+
+#endif

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * What every libfabric object of the provider shares.
+ *
+ * An object is a C++ struct whose first member is the libfabric struct the application
+ * holds (fid_fabric, fid_domain, ...), followed by a magic number naming its kind. The C
+ * entry points in the fi_ops tables are thin: they check the fid (class and magic: a
+ * wrong or closed fid gives -FI_EINVAL, not a crash) and call a member.
+ *
+ * Parents count their children; closing a parent with live children answers -FI_EBUSY.
+ * Closed objects are not freed at once: they stay in a small quarantine with their magic
+ * cleared and their ops replaced, so closing or using one twice is an error, not a
+ * use-after-free.
+ */
+#ifndef EFA_FID_H
+#define EFA_FID_H
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+namespace efa {
+
+enum class Magic : uint64_t {
+	Fabric = 0xefa0000000000001,
+	Domain,
+	Eq,
+	Av,
+	Mr,
+	Cq,
+	Cntr,
+	Ep,
+	Dead = 0xefadeadefadeadef,
+};
+
+/* The header every object starts with (after its libfabric struct). */
+struct ObjHeader {
+	Magic magic;
+	std::atomic<int> children{0};
+};
+
+/*
+ * The object behind `f` if it is a live object of type T (T has `static constexpr Magic
+ * kMagic`, the libfabric struct first and an ObjHeader `hdr`), else null.
+ */
+template <typename T> T *fid_to(fid_t f)
+{
+	if (!f)
+		return nullptr;
+	T *o = reinterpret_cast<T *>(f);
+	return o->hdr.magic == T::kMagic ? o : nullptr;
+}
+
+/* Retires a closed object: its fid answers -FI_EINVAL from now on; freed later. */
+void retire(fid_t f, ObjHeader &hdr, void (*destroy)(void *), void *obj);
+
+template <typename T> void retire(T *o)
+{
+	retire(reinterpret_cast<fid_t>(o), o->hdr, [](void *p) { delete static_cast<T *>(p); }, o);
+}
+
+/* Operations the provider does not offer. */
+int no_bind(fid_t, fid_t, uint64_t);
+int no_control(fid_t, int, void *);
+int no_ops_open(fid_t, const char *, uint64_t, void **, void *);
+
+} // namespace efa
+
+#endif

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * fi_getinfo: the fi_info the provider offers per device and fabric, and the filter
+ * that tailors them to the application's hints.
+ *
+ * Order of the list: every efa-direct info (one per device, devices nearest to the
+ * calling thread first), then the efa fabric's (when it exists). A hint that cannot be
+ * met drops the candidate; the reason is logged at debug level (FI_LOG_LEVEL=debug),
+ * and when nothing is left fi_getinfo answers -FI_ENODATA.
+ */
+#ifndef EFA_INFO_H
+#define EFA_INFO_H
+
+#include "verbs/device.h"
+
+#include <rdma/fabric.h>
+
+#include <string>
+#include <vector>
+
+namespace efa {
+
+inline constexpr const char kDirectFabric[] = "efa-direct";
+inline constexpr const char kRdmFabric[] = "efa";
+inline constexpr size_t kMaxErrData = 256; /* bytes of text in fi_cq_err_entry.err_data */
+
+/* Capabilities of each fabric (secondary and modifier bits included). */
+inline constexpr uint64_t kDirectTxCaps = FI_MSG | FI_SEND | FI_RMA | FI_READ | FI_WRITE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+inline constexpr uint64_t kDirectRxCaps = FI_MSG | FI_RECV | FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SOURCE |
+					  FI_LOCAL_COMM | FI_REMOTE_COMM;
+inline constexpr uint64_t kDirectMrMode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+inline constexpr uint64_t kTxOpFlags = FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
+				       FI_DELIVERY_COMPLETE | FI_MORE;
+inline constexpr uint64_t kRxOpFlags = FI_COMPLETION | FI_MORE;
+
+/* The efa-direct info of one device, untailored (free with fi_freeinfo). */
+fi_info *direct_prototype(const verbs::Device &dev);
+
+/*
+ * A copy of `proto` narrowed to `hints` for API `version`, or null with `why` set when
+ * a hint cannot be met. `hints` may be null. `max_inject` is the largest inject size the
+ * device can offer (its wide inline size).
+ */
+fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, size_t max_inject, std::string *why);
+
+/*
+ * The whole fi_getinfo answer for `devs`. Returns 0 and a list, or -FI_ENODATA (with
+ * debug lines saying what failed).
+ */
+int build_infos(uint32_t version, const char *node, const char *service, uint64_t flags, const fi_info *hints,
+		const std::vector<const verbs::Device *> &devs, fi_info **out);
+
+/* The device an fi_info (from this provider) was built for, by domain name. */
+const verbs::Device *device_of(const fi_info *info, const std::vector<const verbs::Device *> &devs);
+
+} // namespace efa
+
+#endif

@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * tailor(): narrows a prototype fi_info to the application's hints, following
+ * fi_getinfo(3), fi_domain(3) and fi_mr(3):
+ *  - primary capabilities must be requested to be enabled; modifiers default to all;
+ *    secondary ones are reported when requested (and FI_SOURCE/LOCAL/REMOTE_COMM by
+ *    default); anything requested that the provider lacks fails;
+ *  - every mode the provider requires must be among the modes the application accepts;
+ *    modes it does not need are cleared;
+ *  - mr_mode: from API 1.5 a bit set of what the application supports, which must
+ *    contain every bit the provider requires; before 1.5 FI_MR_UNSPEC/BASIC/SCALABLE
+ *    with FI_LOCAL_MR as a mode bit;
+ *  - limits (sizes, iov limits, inject size, max message size) may be asked lower, never
+ *    higher; ordering and ordered sizes cannot be asked where none is provided;
+ *  - threading, progress, resource management and AV type: any value the provider can
+ *    serve is granted as asked.
+ * Each failure names the field in `why` (logged at debug level by the caller).
+ */
+#include "info.h"
+
+#include "log.h"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace efa {
+
+namespace {
+
+struct Fail {
+	std::string *why;
+	fi_info *info;
+	fi_info *operator()(const char *fmt, ...) __attribute__((format(printf, 2, 3)))
+	{
+		char buf[256];
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(buf, sizeof buf, fmt, ap);
+		va_end(ap);
+		if (why)
+			*why = buf;
+		fi_freeinfo(info);
+		return nullptr;
+	}
+};
+
+constexpr uint64_t kModifiers = FI_READ | FI_WRITE | FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
+constexpr uint64_t kComm = FI_LOCAL_COMM | FI_REMOTE_COMM;
+
+/* Requested caps -> enabled caps (with the implied modifiers and defaults). */
+uint64_t expand_caps(uint64_t want, uint64_t prov)
+{
+	uint64_t out = want;
+	if ((out & FI_MSG) && !(out & (FI_SEND | FI_RECV)))
+		out |= prov & (FI_SEND | FI_RECV);
+	if ((out & FI_RMA) && !(out & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
+		out |= prov & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
+	if (!(out & kComm))
+		out |= prov & kComm;
+	return out;
+}
+
+/* Which modes the application accepts for an attribute (0 in the attr: the info's). */
+uint64_t app_modes(uint64_t attr_mode, uint64_t info_mode) { return attr_mode ? attr_mode : info_mode; }
+
+bool threading_ok(fi_threading t) { return t <= FI_THREAD_DOMAIN || t == FI_THREAD_COMPLETION || t == FI_THREAD_SAFE; }
+
+} // namespace
+
+fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, size_t max_inject, std::string *why)
+{
+	fi_info *info = fi_dupinfo(proto);
+	if (!info) {
+		if (why)
+			*why = "out of memory";
+		return nullptr;
+	}
+	Fail fail{why, info};
+	info->fabric_attr->api_version = version;
+	if (!hints)
+		return info;
+
+	/* ---- endpoint type, address format, names */
+	if (hints->ep_attr && hints->ep_attr->type != FI_EP_UNSPEC && hints->ep_attr->type != info->ep_attr->type)
+		return fail("ep_attr->type %d: only FI_EP_RDM", int(hints->ep_attr->type));
+	if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != info->addr_format)
+		return fail("addr_format %d: only FI_ADDR_EFA", int(hints->addr_format));
+	if (hints->fabric_attr && hints->fabric_attr->name &&
+	    strcmp(hints->fabric_attr->name, info->fabric_attr->name))
+		return fail("fabric name '%s'", hints->fabric_attr->name);
+	if (hints->fabric_attr && hints->fabric_attr->prov_name && !strstr(hints->fabric_attr->prov_name, "efa"))
+		return fail("provider name '%s'", hints->fabric_attr->prov_name);
+	if (hints->domain_attr && hints->domain_attr->name && strcmp(hints->domain_attr->name, info->domain_attr->name))
+		return fail("domain name '%s'", hints->domain_attr->name);
+	if (hints->nic && hints->nic->bus_attr && hints->nic->bus_attr->bus_type == FI_BUS_PCI) {
+		const fi_bus_attr *want = hints->nic->bus_attr;
+		const fi_bus_attr *have = info->nic ? info->nic->bus_attr : nullptr;
+		if (!have || have->bus_type != FI_BUS_PCI ||
+		    memcmp(&want->attr.pci, &have->attr.pci, sizeof want->attr.pci))
+			return fail("nic PCI address");
+	}
+
+	/* ---- capabilities */
+	const uint64_t prov_caps = info->caps;
+	if (hints->caps & ~prov_caps)
+		return fail("caps %#lx not supported", (unsigned long)(hints->caps & ~prov_caps));
+	uint64_t caps = hints->caps ? expand_caps(hints->caps, prov_caps) : prov_caps;
+
+	/* ---- modes */
+	const uint64_t prov_mode = info->mode;
+	const uint64_t accepted = hints->mode;
+	if ((prov_mode & FI_CONTEXT2) && !(accepted & FI_CONTEXT2))
+		return fail("mode: FI_CONTEXT2 required (the application must pass a struct fi_context2 per operation)");
+	uint64_t mode = FI_CONTEXT2;
+	if (prov_mode & FI_RX_CQ_DATA) {
+		/* Remote CQ data needs posted receives on this device. */
+		if (accepted & FI_RX_CQ_DATA)
+			mode |= FI_RX_CQ_DATA;
+		else if (hints->caps & FI_RMA)
+			return fail("mode: FI_RX_CQ_DATA required for RMA (the device has no unsolicited write receive)");
+		else
+			caps &= ~(FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
+	}
+
+	/* ---- memory registration */
+	const int prov_mr = info->domain_attr->mr_mode;
+	const int user_mr = hints->domain_attr ? hints->domain_attr->mr_mode : 0;
+	if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
+		if (user_mr == FI_MR_SCALABLE)
+			return fail("mr_mode FI_MR_SCALABLE: keys are provider-chosen virtual-address regions");
+		if ((prov_mr & FI_MR_LOCAL) && !(accepted & FI_LOCAL_MR))
+			return fail("mode: FI_LOCAL_MR required (API < 1.5)");
+		info->domain_attr->mr_mode = FI_MR_BASIC;
+		mode |= (prov_mr & FI_MR_LOCAL) ? FI_LOCAL_MR : 0;
+	} else {
+		int user = user_mr;
+		if (user & FI_MR_SCALABLE)
+			return fail("mr_mode FI_MR_SCALABLE");
+		if (user & FI_MR_BASIC)
+			user = (user & ~FI_MR_BASIC) | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+		if (accepted & FI_LOCAL_MR)
+			user |= FI_MR_LOCAL;
+		if ((user & prov_mr) != prov_mr)
+			return fail("mr_mode %#x lacks the required %#x", user_mr, prov_mr & ~user);
+		info->domain_attr->mr_mode = prov_mr;
+	}
+	info->mode = mode;
+
+	/* ---- domain */
+	fi_domain_attr &dom = *info->domain_attr;
+	if (const fi_domain_attr *h = hints->domain_attr) {
+		if (h->threading != FI_THREAD_UNSPEC) {
+			if (!threading_ok(h->threading))
+				return fail("threading %d", int(h->threading));
+			dom.threading = h->threading;
+		}
+		if (h->control_progress != FI_PROGRESS_UNSPEC)
+			dom.control_progress = h->control_progress;
+		if (h->data_progress != FI_PROGRESS_UNSPEC)
+			dom.data_progress = h->data_progress;
+		if (h->resource_mgmt != FI_RM_UNSPEC)
+			dom.resource_mgmt = h->resource_mgmt;
+		if (h->av_type != FI_AV_UNSPEC) {
+			if (h->av_type != FI_AV_TABLE && h->av_type != FI_AV_MAP)
+				return fail("av_type %d", int(h->av_type));
+			dom.av_type = h->av_type;
+		}
+		if (h->cq_data_size > dom.cq_data_size)
+			return fail("cq_data_size %zu > %zu", h->cq_data_size, dom.cq_data_size);
+		if (!(dom.mr_mode & FI_MR_PROV_KEY) && h->mr_key_size > dom.mr_key_size)
+			return fail("mr_key_size %zu", h->mr_key_size);
+		if (h->caps & ~dom.caps)
+			return fail("domain caps %#lx", (unsigned long)(h->caps & ~dom.caps));
+		if (h->max_ep_tx_ctx > dom.max_ep_tx_ctx || h->max_ep_rx_ctx > dom.max_ep_rx_ctx)
+			return fail("scalable endpoints are not supported");
+		if (h->max_ep_stx_ctx || h->max_ep_srx_ctx)
+			return fail("shared contexts are not supported");
+		if (h->mr_iov_limit > dom.mr_iov_limit)
+			return fail("mr_iov_limit %zu > %zu", h->mr_iov_limit, dom.mr_iov_limit);
+		if (h->auth_key_size)
+			return fail("authorization keys are not supported");
+		if (h->tx_ctx_cnt > dom.tx_ctx_cnt || h->rx_ctx_cnt > dom.rx_ctx_cnt)
+			return fail("tx/rx_ctx_cnt");
+		if (h->cq_cnt > dom.cq_cnt || h->ep_cnt > dom.ep_cnt || h->cntr_cnt > dom.cntr_cnt ||
+		    h->mr_cnt > dom.mr_cnt)
+			return fail("object counts above the device's");
+		if (h->tclass)
+			dom.tclass = h->tclass;
+	}
+
+	/* ---- endpoint */
+	fi_ep_attr &ep = *info->ep_attr;
+	const bool rma = caps & FI_RMA;
+	if (!rma) {
+		/* Without RMA the largest operation is one send. */
+		ep.max_msg_size = info->nic && info->nic->link_attr ? info->nic->link_attr->mtu : ep.max_msg_size;
+	}
+	if (const fi_ep_attr *h = hints->ep_attr) {
+		if (h->protocol != FI_PROTO_UNSPEC && h->protocol != ep.protocol)
+			return fail("protocol %u: only FI_PROTO_EFA", h->protocol);
+		if (h->protocol_version > ep.protocol_version)
+			return fail("protocol_version %u", h->protocol_version);
+		if (h->max_msg_size > ep.max_msg_size)
+			return fail("max_msg_size %zu > %zu", h->max_msg_size, ep.max_msg_size);
+		if (h->max_msg_size)
+			ep.max_msg_size = h->max_msg_size;
+		if (h->max_order_raw_size || h->max_order_war_size || h->max_order_waw_size)
+			return fail("ordered RMA sizes: efa-direct orders nothing");
+		if (h->tx_ctx_cnt > 1 || h->rx_ctx_cnt > 1)
+			return fail("tx_ctx_cnt/rx_ctx_cnt %zu/%zu: no scalable endpoints", h->tx_ctx_cnt, h->rx_ctx_cnt);
+		if (h->auth_key_size)
+			return fail("authorization keys are not supported");
+	}
+
+	/* ---- transmit */
+	fi_tx_attr &tx = *info->tx_attr;
+	tx.caps = caps & kDirectTxCaps;
+	tx.mode = info->mode;
+	if (const fi_tx_attr *h = hints->tx_attr) {
+		if (h->caps & ~(prov_caps & kDirectTxCaps))
+			return fail("tx_attr->caps %#lx", (unsigned long)h->caps);
+		if (h->caps)
+			tx.caps = expand_caps(h->caps, prov_caps) & kDirectTxCaps;
+		if ((prov_mode & FI_CONTEXT2) && !(app_modes(h->mode, accepted) & FI_CONTEXT2))
+			return fail("tx_attr->mode lacks FI_CONTEXT2");
+		if (h->op_flags & ~kTxOpFlags)
+			return fail("tx_attr->op_flags %#lx", (unsigned long)(h->op_flags & ~kTxOpFlags));
+		if (h->op_flags)
+			tx.op_flags = h->op_flags;
+		if (h->msg_order & ~tx.msg_order)
+			return fail("tx_attr->msg_order %#lx: efa-direct orders nothing (use the efa fabric)",
+				    (unsigned long)h->msg_order);
+		if (h->comp_order & ~tx.comp_order)
+			return fail("tx_attr->comp_order %#lx", (unsigned long)h->comp_order);
+		if (h->inject_size) {
+			/* Above the basic inline size, wide work requests carry up to max_inject. */
+			if (h->inject_size > std::max(tx.inject_size, max_inject))
+				return fail("inject_size %zu > %zu", h->inject_size, std::max(tx.inject_size, max_inject));
+			tx.inject_size = h->inject_size;
+		}
+		if (h->size > tx.size)
+			return fail("tx_attr->size %zu > %zu", h->size, tx.size);
+		if (h->size)
+			tx.size = h->size;
+		if (h->iov_limit > tx.iov_limit)
+			return fail("tx_attr->iov_limit %zu > %zu", h->iov_limit, tx.iov_limit);
+		if (h->rma_iov_limit > tx.rma_iov_limit)
+			return fail("rma_iov_limit %zu > %zu", h->rma_iov_limit, tx.rma_iov_limit);
+		if (h->tclass)
+			tx.tclass = h->tclass;
+	}
+
+	/* ---- receive */
+	fi_rx_attr &rx = *info->rx_attr;
+	rx.caps = caps & kDirectRxCaps;
+	rx.mode = info->mode;
+	if (const fi_rx_attr *h = hints->rx_attr) {
+		if (h->caps & ~(prov_caps & kDirectRxCaps))
+			return fail("rx_attr->caps %#lx", (unsigned long)h->caps);
+		if (h->caps)
+			rx.caps = expand_caps(h->caps, prov_caps) & kDirectRxCaps;
+		if ((prov_mode & FI_CONTEXT2) && !(app_modes(h->mode, accepted) & FI_CONTEXT2))
+			return fail("rx_attr->mode lacks FI_CONTEXT2");
+		if (h->op_flags & ~kRxOpFlags)
+			return fail("rx_attr->op_flags %#lx (no multi-receive on efa-direct)",
+				    (unsigned long)(h->op_flags & ~kRxOpFlags));
+		if (h->op_flags)
+			rx.op_flags = h->op_flags;
+		if (h->msg_order & ~rx.msg_order)
+			return fail("rx_attr->msg_order %#lx: efa-direct orders nothing (use the efa fabric)",
+				    (unsigned long)h->msg_order);
+		if (h->comp_order & ~rx.comp_order)
+			return fail("rx_attr->comp_order %#lx", (unsigned long)h->comp_order);
+		if (h->size > rx.size)
+			return fail("rx_attr->size %zu > %zu", h->size, rx.size);
+		if (h->size)
+			rx.size = h->size;
+		if (h->iov_limit > rx.iov_limit)
+			return fail("rx_attr->iov_limit %zu > %zu", h->iov_limit, rx.iov_limit);
+	}
+	info->caps = caps | tx.caps | rx.caps;
+	return info;
+}
+
+} // namespace efa
