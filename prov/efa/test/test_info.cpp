@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * fi_getinfo filtering (a table of hints in, infos out), the EFA address encodings, and
+ * the error table's mapping to libfabric errors.
+ */
+#include "addr.h"
+#include "efa_errno.h"
+#include "info.h"
+#include "log.h"
+#include "verbs/device.h"
+
+#include <criterion/criterion.h>
+
+#include <cstring>
+#include <functional>
+#include <string>
+
+using namespace efa;
+
+namespace {
+
+std::unique_ptr<verbs::Device> g_dev;
+
+const verbs::Device &dev()
+{
+	if (!g_dev) {
+		std::string why;
+		const verbs::Api *api = verbs::load_sim(EFA_TEST_SIM_PATH, &why);
+		cr_assert_not_null(api, "%s", why.c_str());
+		auto devs = verbs::Device::discover(*api);
+		cr_assert_eq(devs.size(), 1u);
+		g_dev = std::move(devs[0]);
+	}
+	return *g_dev;
+}
+
+void quiet(log::Level, log::Sub, const char *, int, const char *) {}
+
+/* The default hints of a well-behaved efa-direct application. */
+fi_info *good_hints()
+{
+	fi_info *h = fi_allocinfo();
+	h->caps = FI_MSG | FI_RMA;
+	h->mode = FI_CONTEXT | FI_CONTEXT2;
+	h->ep_attr->type = FI_EP_RDM;
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+	return h;
+}
+
+struct Case {
+	const char *name;
+	std::function<void(fi_info *)> edit;
+	bool ok;
+	uint32_t version = FI_VERSION(1, 17);
+};
+
+fi_info *run(const Case &c, std::string *why)
+{
+	fi_info *proto = direct_prototype(dev());
+	fi_info *hints = good_hints();
+	c.edit(hints);
+	fi_info *out = tailor(proto, hints, c.version, dev().inline_size_ex(), why);
+	fi_freeinfo(hints);
+	fi_freeinfo(proto);
+	return out;
+}
+
+} // namespace
+
+TestSuite(info, .init = [] { log::set_sink(quiet); });
+
+Test(info, prototype_matches_upstream_efa_direct)
+{
+	fi_info *i = direct_prototype(dev());
+	cr_assert_str_eq(i->fabric_attr->name, "efa-direct");
+	cr_assert_null(i->fabric_attr->prov_name);
+	cr_assert_str_eq(i->domain_attr->name, "efasim0-rdm");
+	cr_assert_eq(i->ep_attr->type, FI_EP_RDM);
+	cr_assert_eq(i->addr_format, FI_ADDR_EFA);
+	cr_assert_eq(i->src_addrlen, 32u);
+	cr_assert(i->caps & FI_MSG);
+	cr_assert(i->caps & FI_RMA, "the default profile has RDMA read and write");
+	cr_assert_not(i->caps & FI_TAGGED);
+	cr_assert_eq(i->mode, uint64_t(FI_CONTEXT2), "unsolicited write recv: no FI_RX_CQ_DATA needed");
+	cr_assert_eq(i->domain_attr->mr_mode, int(FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR));
+	cr_assert_eq(i->domain_attr->cq_data_size, 4u);
+	cr_assert_eq(i->domain_attr->mr_key_size, 4u);
+	cr_assert_eq(i->tx_attr->inject_size, 32u);
+	cr_assert_eq(i->ep_attr->max_msg_size, size_t(1) << 30);
+	cr_assert_eq(i->tx_attr->iov_limit, 2u);
+	cr_assert_eq(i->tx_attr->rma_iov_limit, 1u);
+	cr_assert_eq(i->tx_attr->msg_order, 0u);
+	cr_assert_not_null(i->nic);
+	cr_assert_str_eq(i->nic->device_attr->name, "efasim0");
+	cr_assert_eq(i->nic->bus_attr->bus_type, FI_BUS_UNKNOWN, "the software device has no PCI address");
+	cr_assert_eq(i->nic->link_attr->state, FI_LINK_UP);
+	cr_assert_gt(i->nic->link_attr->speed, 0u);
+	/* fi_dupinfo copies the nic through its FI_DUP control */
+	fi_info *d = fi_dupinfo(i);
+	cr_assert_not_null(d->nic);
+	cr_assert_neq(d->nic, i->nic);
+	cr_assert_str_eq(d->nic->link_attr->address, i->nic->link_attr->address);
+	fi_freeinfo(d);
+	fi_freeinfo(i);
+}
+
+Test(info, hints_table)
+{
+	const Case cases[] = {
+		{"good hints", [](fi_info *) {}, true},
+		{"null-ish: no caps", [](fi_info *h) { h->caps = 0; }, true},
+		{"tagged", [](fi_info *h) { h->caps |= FI_TAGGED; }, false},
+		{"atomics", [](fi_info *h) { h->caps |= FI_ATOMIC; }, false},
+		{"multi recv", [](fi_info *h) { h->caps |= FI_MULTI_RECV; }, false},
+		{"directed recv", [](fi_info *h) { h->caps |= FI_DIRECTED_RECV; }, false},
+		{"source", [](fi_info *h) { h->caps |= FI_SOURCE; }, true},
+		{"no FI_CONTEXT2", [](fi_info *h) { h->mode = FI_CONTEXT; }, false},
+		{"mode 0", [](fi_info *h) { h->mode = 0; }, false},
+		{"mr_mode without LOCAL", [](fi_info *h) { h->domain_attr->mr_mode &= ~FI_MR_LOCAL; }, false},
+		{"mr_mode 0 (Open MPI's mtl)", [](fi_info *h) { h->domain_attr->mr_mode = 0; }, false},
+		{"mr_mode + ENDPOINT + HMEM offered", [](fi_info *h) { h->domain_attr->mr_mode |= FI_MR_ENDPOINT | FI_MR_HMEM; }, true},
+		{"mr_mode SCALABLE", [](fi_info *h) { h->domain_attr->mr_mode = FI_MR_SCALABLE; }, false},
+		{"mr_mode BASIC + FI_LOCAL_MR mode",
+		 [](fi_info *h) {
+			 h->domain_attr->mr_mode = FI_MR_BASIC;
+			 h->mode |= FI_LOCAL_MR;
+		 },
+		 true},
+		{"API 1.4 BASIC without FI_LOCAL_MR",
+		 [](fi_info *h) { h->domain_attr->mr_mode = FI_MR_BASIC; }, false, FI_VERSION(1, 4)},
+		{"API 1.4 UNSPEC with FI_LOCAL_MR",
+		 [](fi_info *h) {
+			 h->domain_attr->mr_mode = FI_MR_UNSPEC;
+			 h->mode |= FI_LOCAL_MR;
+		 },
+		 true, FI_VERSION(1, 4)},
+		{"msg endpoint", [](fi_info *h) { h->ep_attr->type = FI_EP_MSG; }, false},
+		{"dgram endpoint", [](fi_info *h) { h->ep_attr->type = FI_EP_DGRAM; }, false},
+		{"addr format sockaddr", [](fi_info *h) { h->addr_format = FI_SOCKADDR_IN; }, false},
+		{"fabric efa-direct", [](fi_info *h) { h->fabric_attr->name = strdup("efa-direct"); }, true},
+		{"fabric efa (the RDM fabric)", [](fi_info *h) { h->fabric_attr->name = strdup("efa"); }, false},
+		{"prov_name efa", [](fi_info *h) { h->fabric_attr->prov_name = strdup("efa"); }, true},
+		{"prov_name tcp", [](fi_info *h) { h->fabric_attr->prov_name = strdup("tcp"); }, false},
+		{"domain name", [](fi_info *h) { h->domain_attr->name = strdup("efasim0-rdm"); }, true},
+		{"wrong domain name", [](fi_info *h) { h->domain_attr->name = strdup("rdmap0s31-rdm"); }, false},
+		{"msg_order SAS", [](fi_info *h) { h->tx_attr->msg_order = FI_ORDER_SAS; }, false},
+		{"rx msg_order SAS", [](fi_info *h) { h->rx_attr->msg_order = FI_ORDER_SAS; }, false},
+		{"threading domain", [](fi_info *h) { h->domain_attr->threading = FI_THREAD_DOMAIN; }, true},
+		{"progress manual", [](fi_info *h) { h->domain_attr->data_progress = FI_PROGRESS_MANUAL; }, true},
+		{"RM disabled", [](fi_info *h) { h->domain_attr->resource_mgmt = FI_RM_DISABLED; }, true},
+		{"av map", [](fi_info *h) { h->domain_attr->av_type = FI_AV_MAP; }, true},
+		{"cq_data_size 8", [](fi_info *h) { h->domain_attr->cq_data_size = 8; }, false},
+		{"inject 80 (wide inline)", [](fi_info *h) { h->tx_attr->inject_size = 80; }, true},
+		{"inject 81", [](fi_info *h) { h->tx_attr->inject_size = 81; }, false},
+		{"iov_limit 3", [](fi_info *h) { h->tx_attr->iov_limit = 3; }, false},
+		{"rma_iov_limit 2", [](fi_info *h) { h->tx_attr->rma_iov_limit = 2; }, false},
+		{"tx size above the device", [](fi_info *h) { h->tx_attr->size = 1u << 20; }, false},
+		{"tx size below", [](fi_info *h) { h->tx_attr->size = 64; }, true},
+		{"max_msg_size 2 GiB", [](fi_info *h) { h->ep_attr->max_msg_size = size_t(2) << 30; }, false},
+		{"ordered RMA sizes", [](fi_info *h) { h->ep_attr->max_order_raw_size = 64; }, false},
+		{"scalable endpoint", [](fi_info *h) { h->ep_attr->tx_ctx_cnt = 4; }, false},
+		{"delivery complete", [](fi_info *h) { h->tx_attr->op_flags = FI_DELIVERY_COMPLETE; }, true},
+		{"multi recv op flag", [](fi_info *h) { h->rx_attr->op_flags = FI_MULTI_RECV; }, false},
+		{"protocol EFA", [](fi_info *h) { h->ep_attr->protocol = FI_PROTO_EFA; }, true},
+		{"protocol RXM", [](fi_info *h) { h->ep_attr->protocol = FI_PROTO_RXM; }, false},
+		{"auth key", [](fi_info *h) { h->domain_attr->auth_key_size = 8; }, false},
+		{"low latency traffic class", [](fi_info *h) { h->tx_attr->tclass = FI_TC_LOW_LATENCY; }, true},
+	};
+	for (const Case &c : cases) {
+		std::string why;
+		fi_info *out = run(c, &why);
+		if (c.ok)
+			cr_expect_not_null(out, "%s: refused (%s)", c.name, why.c_str());
+		else
+			cr_expect_null(out, "%s: accepted", c.name);
+		if (!c.ok)
+			cr_expect(!why.empty(), "%s: no reason given", c.name);
+		fi_freeinfo(out);
+	}
+}
+
+Test(info, tailoring_results)
+{
+	std::string why;
+	/* caps: requested primary caps, implied modifiers, default secondary caps */
+	Case msg_only{"msg only", [](fi_info *h) { h->caps = FI_MSG; }, true};
+	fi_info *i = run(msg_only, &why);
+	cr_assert_not_null(i);
+	cr_assert(i->caps & FI_SEND && i->caps & FI_RECV);
+	cr_assert_not(i->caps & FI_RMA, "RMA is primary: only when asked");
+	cr_assert(i->caps & FI_LOCAL_COMM && i->caps & FI_REMOTE_COMM);
+	cr_assert_eq(i->ep_attr->max_msg_size, 8928u, "without RMA the largest message is one MTU");
+	fi_freeinfo(i);
+	/* mr_mode: only the bits required, even when more are offered */
+	Case more{"more mr bits", [](fi_info *h) { h->domain_attr->mr_mode |= FI_MR_ENDPOINT | FI_MR_RAW; }, true};
+	i = run(more, &why);
+	cr_assert_eq(i->domain_attr->mr_mode, int(FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR));
+	fi_freeinfo(i);
+	/* the application's threading / av type / tx size are granted as asked */
+	Case asked{"asked",
+		   [](fi_info *h) {
+			   h->domain_attr->threading = FI_THREAD_COMPLETION;
+			   h->domain_attr->av_type = FI_AV_MAP;
+			   h->tx_attr->size = 100;
+			   h->tx_attr->inject_size = 64;
+		   },
+		   true};
+	i = run(asked, &why);
+	cr_assert_eq(i->domain_attr->threading, FI_THREAD_COMPLETION);
+	cr_assert_eq(i->domain_attr->av_type, FI_AV_MAP);
+	cr_assert_eq(i->tx_attr->size, 100u);
+	cr_assert_eq(i->tx_attr->inject_size, 64u);
+	cr_assert_eq(i->mode, uint64_t(FI_CONTEXT2), "FI_CONTEXT is cleared: not needed");
+	fi_freeinfo(i);
+	/* API < 1.5: FI_MR_BASIC and FI_LOCAL_MR */
+	Case old{"old", [](fi_info *h) { h->mode |= FI_LOCAL_MR; }, true, FI_VERSION(1, 4)};
+	i = run(old, &why);
+	cr_assert_eq(i->domain_attr->mr_mode, FI_MR_BASIC);
+	cr_assert(i->mode & FI_LOCAL_MR);
+	fi_freeinfo(i);
+}
+
+Test(info, device_without_unsolicited_needs_rx_cq_data, .init = [] {
+	log::set_sink(quiet);
+	setenv("EFASIM_PROFILE", "no-unsolicited", 1);
+})
+{
+	fi_info *proto = direct_prototype(dev());
+	cr_assert(proto->mode & FI_RX_CQ_DATA);
+	std::string why;
+	fi_info *h = good_hints(); /* asks FI_RMA, does not accept FI_RX_CQ_DATA */
+	cr_assert_null(tailor(proto, h, FI_VERSION(1, 17), 80, &why));
+	cr_assert(why.find("FI_RX_CQ_DATA") != std::string::npos);
+	h->mode |= FI_RX_CQ_DATA;
+	fi_info *i = tailor(proto, h, FI_VERSION(1, 17), 80, &why);
+	cr_assert_not_null(i);
+	cr_assert(i->mode & FI_RX_CQ_DATA);
+	fi_freeinfo(i);
+	h->mode &= ~FI_RX_CQ_DATA;
+	h->caps = 0; /* RMA not asked: offered without it */
+	i = tailor(proto, h, FI_VERSION(1, 17), 80, &why);
+	cr_assert_not_null(i);
+	cr_assert_not(i->caps & FI_RMA);
+	fi_freeinfo(i);
+	fi_freeinfo(h);
+	fi_freeinfo(proto);
+}
+
+Test(info, device_without_rdma_write_has_no_rma, .init = [] {
+	log::set_sink(quiet);
+	setenv("EFASIM_PROFILE", "no-rdma-write", 1);
+})
+{
+	fi_info *proto = direct_prototype(dev());
+	cr_assert_not(proto->caps & FI_RMA);
+	cr_assert_eq(proto->ep_attr->max_msg_size, 8928u);
+	fi_freeinfo(proto);
+}
+
+Test(info, build_infos_addresses)
+{
+	std::vector<const verbs::Device *> devs{&dev()};
+	fi_info *out = nullptr;
+	/* no hints: the prototype */
+	cr_assert_eq(build_infos(FI_VERSION(1, 17), nullptr, nullptr, 0, nullptr, devs, &out), 0);
+	cr_assert_not_null(out);
+	cr_assert_null(out->next);
+	fi_freeinfo(out);
+	/* a raw dest_addr in hints is copied (fi_pingpong's client) */
+	RawAddr peer{};
+	std::memcpy(peer.gid, dev().gid().raw, 16);
+	peer.qpn = 7;
+	peer.qkey = 0x1234;
+	fi_info *h = good_hints();
+	h->addr_format = FI_ADDR_EFA;
+	h->dest_addr = malloc(32);
+	std::memcpy(h->dest_addr, &peer, 32);
+	h->dest_addrlen = 32;
+	cr_assert_eq(build_infos(FI_VERSION(1, 17), nullptr, nullptr, 0, h, devs, &out), 0);
+	cr_assert_eq(out->dest_addrlen, 32u);
+	cr_assert(std::memcmp(out->dest_addr, &peer, 32) == 0);
+	fi_freeinfo(out);
+	h->dest_addrlen = 16;
+	cr_assert_eq(build_infos(FI_VERSION(1, 17), nullptr, nullptr, 0, h, devs, &out), -FI_ENODATA);
+	fi_freeinfo(h);
+	/* node = GID text, service = qpn:qkey */
+	std::string gid = gid_to_string(dev().gid().raw);
+	cr_assert_eq(build_infos(FI_VERSION(1, 17), gid.c_str(), "7:4660", 0, nullptr, devs, &out), 0);
+	cr_assert(std::memcmp(out->dest_addr, &peer, 32) == 0);
+	fi_freeinfo(out);
+	cr_assert_eq(build_infos(FI_VERSION(1, 17), "127.0.0.1", "9228", 0, nullptr, devs, &out), -FI_ENODATA);
+	/* FI_SOURCE: the node selects the device */
+	cr_assert_eq(build_infos(FI_VERSION(1, 17), gid.c_str(), nullptr, FI_SOURCE, nullptr, devs, &out), 0);
+	fi_freeinfo(out);
+	cr_assert_eq(build_infos(FI_VERSION(1, 17), "fe80::1", nullptr, FI_SOURCE, nullptr, devs, &out), -FI_ENODATA);
+}
+
+Test(info, address_text_forms)
+{
+	RawAddr a{};
+	for (int i = 0; i < 16; i++)
+		a.gid[i] = uint8_t(i * 17);
+	a.qpn = 513;
+	a.qkey = 0x7fffffff;
+	std::string s = addr_to_string(a);
+	cr_assert(s.rfind("fi_addr_efa://[", 0) == 0, "%s", s.c_str());
+	RawAddr b;
+	cr_assert(addr_from_string(s.c_str(), b));
+	cr_assert(a == b);
+	cr_assert_not(addr_from_string("fi_addr_efa://[zz]:1:2", b));
+	cr_assert_not(addr_from_string("fi_sockaddr_in://127.0.0.1:9", b));
+	cr_assert_not(addr_from_node_service("fe80::1", "70000", b), "QPN is 16 bits");
+	cr_assert_not(addr_from_node_service("fe80::1", "12:x", b));
+	cr_assert(addr_from_node_service("fe80::1", "12", b));
+	cr_assert_eq(b.qpn, 12);
+	cr_assert_eq(b.qkey, 0u);
+	RawAddr c = a;
+	c.qkey = 1;
+	cr_assert(a.same_qp(c));
+	cr_assert_not(a == c, "a new endpoint on the same QP number is a different address");
+}
+
+Test(info, error_table)
+{
+	cr_assert_eq(efa_status_to_fi(10), FI_ENORX);
+	cr_assert_eq(efa_status_to_fi(7), FI_EACCES);
+	cr_assert_eq(efa_status_to_fi(11), FI_ETRUNC);
+	cr_assert_eq(efa_status_to_fi(13), FI_EHOSTUNREACH);
+	cr_assert_eq(efa_status_to_fi(15), FI_EHOSTUNREACH);
+	cr_assert_eq(efa_status_to_fi(1), FI_ECANCELED);
+	cr_assert_eq(efa_status_to_fi(999), FI_EIO, "unknown codes are I/O errors");
+	cr_assert_str_eq(efa_status_name(14), "REMOTE_ERROR_UNKNOWN_PEER");
+	cr_assert_null(efa_status_name(16));
+	cr_assert(std::string(efa_status_msg(10)).find("Receiver not ready") == 0);
+}
