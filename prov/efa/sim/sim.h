@@ -327,9 +327,11 @@ enum : uint8_t { IF_FREE, IF_SENT, IF_RNR_WAIT, IF_DONE };
 
 inline constexpr uint32_t kRxWindow = 4096; /* receive-side duplicate window, in packets */
 
+/* A NAK the receiver sent for a sequence number it did not mark received. */
 struct NakRecord {
 	uint32_t seq;
 	uint8_t status;
+	uint8_t rnr_try; /* RNR: the latest attempt refused */
 	bool valid;
 };
 
@@ -484,7 +486,7 @@ struct Runtime {
 	void pump(Peer *p);
 	void peer_timer(Peer *p, uint64_t now);
 	void send_ack(Peer *p);
-	void send_nak(Peer *p, uint32_t seq, uint8_t status);
+	void send_nak(Peer *p, uint32_t seq, uint8_t status, uint8_t rnr_try = 0);
 	void complete_send(SendOp *op);
 	void fail_peer(Peer *p, uint8_t status);
 	void flush_qp(Qp *qp);

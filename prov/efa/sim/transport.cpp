@@ -226,6 +226,7 @@ void transmit(Runtime *rt, Peer *p, Inflight &f)
 		body.send.msg_len = uint32_t(op->len);
 		body.send.imm = op->imm;
 		body.send.sl = p->qp->sl;
+		body.send.rnr_try = uint8_t(f.rnr_tries);
 		n += gather(rt, op, 0, op->len, &iov[n], ok);
 		payload = op->len;
 		break;
@@ -239,6 +240,7 @@ void transmit(Runtime *rt, Peer *p, Inflight &f)
 		body.write.offset = f.off;
 		body.write.last = f.last;
 		body.write.sl = p->qp->sl;
+		body.write.rnr_try = uint8_t(f.rnr_tries);
 		n += gather(rt, op, f.off, f.len, &iov[n], ok);
 		payload = f.len;
 		break;
@@ -481,6 +483,9 @@ void on_nak(Runtime *rt, Peer *p, const WireHdr *h, const NakBody *nb)
 	const uint64_t now = now_ns();
 	if (nb->status == EFA_REMOTE_RNR) {
 		rt->stats.rnr_naks_received++;
+		/* A NAK of an earlier attempt (answering a retransmitted copy) says nothing new. */
+		if (nb->rnr_try != uint8_t(f.rnr_tries))
+			return;
 		const uint8_t retry = p->qp->rnr_retry;
 		if (f.state == IF_SENT && (retry == 7 || f.rnr_tries < retry)) {
 			f.rnr_tries++;
@@ -509,13 +514,14 @@ void Runtime::send_ack(Peer *p)
 	xmit(p->qp, p->sa, &iov, 1);
 }
 
-void Runtime::send_nak(Peer *p, uint32_t seq, uint8_t status)
+void Runtime::send_nak(Peer *p, uint32_t seq, uint8_t status, uint8_t rnr_try)
 {
 	WireHdr h;
 	NakBody nb{};
 	header(this, p, h, PKT_NAK, sizeof nb);
 	nb.seq = seq;
 	nb.status = status;
+	nb.rnr_try = rnr_try;
 	iovec iov[2] = {{&h, sizeof h}, {&nb, sizeof nb}};
 	xmit(p->qp, p->sa, iov, 2);
 }
@@ -755,11 +761,25 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 		schedule_ack();
 		return;
 	}
-	for (const NakRecord &n : p->naks) {
-		if (n.valid && n.seq == seq) {
-			send_nak(p, seq, n.status);
+	/* The attempt this copy belongs to (RNR retries are attempts 1, 2, ...). */
+	uint8_t attempt = 0;
+	if (h->type == PKT_SEND)
+		attempt = reinterpret_cast<const SendBody *>(pk.body)->rnr_try;
+	else if (h->type == PKT_WRITE)
+		attempt = reinterpret_cast<const WriteBody *>(pk.body)->rnr_try;
+	for (NakRecord &n : p->naks) {
+		if (!n.valid || n.seq != seq)
+			continue;
+		/*
+		 * A copy of an attempt already refused for lack of a receive buffer (a
+		 * retransmission that crossed the NAK) must not be delivered now: the sender
+		 * may have given up on it. Only a newer attempt is.
+		 */
+		if (n.status != EFA_REMOTE_RNR || int8_t(attempt - n.rnr_try) <= 0) {
+			send_nak(p, seq, n.status, n.rnr_try);
 			return;
 		}
+		n.valid = false;
 	}
 	if (seq_lt(seq, p->rx_highest))
 		stats.out_of_order++;
@@ -936,11 +956,13 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 			enqueue(p, resp);
 	} else if (status == EFA_REMOTE_RNR) {
 		stats.rnr_naks_sent++;
-		send_nak(p, seq, status);
+		NakRecord &slot = p->naks[seq % p->naks.size()];
+		slot = NakRecord{seq, status, attempt, true};
+		send_nak(p, seq, status, attempt);
 	} else {
 		stats.remote_errors++;
 		NakRecord &slot = p->naks[seq % p->naks.size()];
-		slot = NakRecord{seq, status, true};
+		slot = NakRecord{seq, status, 0, true};
 		send_nak(p, seq, status);
 	}
 }

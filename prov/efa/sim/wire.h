@@ -63,7 +63,8 @@ struct SendBody {
 	uint32_t msg_len;
 	uint32_t imm; /* network byte order, as the application gave it */
 	uint8_t sl;
-	uint8_t reserved[7];
+	uint8_t rnr_try; /* attempt number after receiver-not-ready NAKs (mod 256) */
+	uint8_t reserved[6];
 };
 static_assert(sizeof(SendBody) == 16, "send body size");
 
@@ -75,7 +76,8 @@ struct WriteBody {
 	uint64_t offset;    /* of this segment's payload within the write */
 	uint8_t last;       /* 1: final segment; completes a write-with-immediate */
 	uint8_t sl;
-	uint8_t reserved[6];
+	uint8_t rnr_try;    /* as in SendBody */
+	uint8_t reserved[5];
 };
 static_assert(sizeof(WriteBody) == 40, "write body size");
 
@@ -96,8 +98,9 @@ static_assert(sizeof(ReadRespBody) == 16, "read response body size");
 
 struct NakBody {
 	uint32_t seq;
-	uint8_t status; /* EFA completion status the initiator must report */
-	uint8_t reserved[3];
+	uint8_t status;  /* EFA completion status the initiator must report */
+	uint8_t rnr_try; /* RNR: the attempt refused */
+	uint8_t reserved[2];
 };
 static_assert(sizeof(NakBody) == 8, "nak body size");
 

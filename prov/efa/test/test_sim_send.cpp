@@ -488,3 +488,55 @@ Test(sim_send, two_devices_on_two_addresses, .init = [] {
 			return 0;
 		});
 }
+
+/*
+ * A retransmitted copy that crosses the receiver-not-ready NAK must not be delivered
+ * once the sender gave up on it (rnr_retry 0): with a 50 us retransmission timeout and
+ * 300 us of delay, copies of the refused send are still in flight when the receiver
+ * posts buffers; the receiver must see only the later messages.
+ */
+Test(sim_send, refused_send_is_never_delivered_later, .init = [] {
+	setenv("EFASIM_RTO_US", "50", 1);
+	setenv("EFASIM_DELAY_US", "300", 1);
+})
+{
+	run_pair(
+		[&](Chan &ch) {
+			Node a(NodeOpts{.rnr_retry = 0});
+			Addr b = a.exchange(ch);
+			ibv_ah *ah = a.ah_for(b);
+			uint8_t buf[3][64];
+			for (int i = 0; i < 3; i++)
+				fill(buf[i], 64, uint32_t(i + 1));
+			ibv_mr *mr = a.reg(buf, sizeof buf);
+			cr_assert_eq(a.post(IBV_WR_SEND, ah, b, mr, buf[0], 64, 1), 0);
+			auto c = a.wait(1);
+			cr_assert_eq(c[0].vendor_err, 10u, "the first send must be refused (vendor %u)", c[0].vendor_err);
+			cr_assert_gt(a.stats().retransmits, 0u, "no copy crossed the NAK: the test proves nothing");
+			ch.sync(1); /* the receiver posts its buffers now */
+			ch.sync(2);
+			for (int i = 1; i < 3; i++) {
+				cr_assert_eq(a.post(IBV_WR_SEND, ah, b, mr, buf[i], 64, uint64_t(i + 1)), 0);
+				cr_assert_eq(a.wait(1)[0].status, IBV_WC_SUCCESS);
+			}
+			ch.sync(3);
+		},
+		[&](Chan &ch) {
+			Node b;
+			b.exchange(ch);
+			ch.sync(1);
+			uint8_t rx[2][64];
+			ibv_mr *mr = b.reg(rx, sizeof rx);
+			PEER_CHECK(b.post_recv(mr, rx[0], 64, 10) == 0);
+			PEER_CHECK(b.post_recv(mr, rx[1], 64, 11) == 0);
+			ch.sync(2);
+			auto c = b.wait(2);
+			PEER_CHECK(c.size() == 2);
+			for (auto &e : c)
+				PEER_CHECK(e.status == IBV_WC_SUCCESS);
+			/* both buffers hold the later messages, never the refused one */
+			PEER_CHECK((check(rx[0], 64, 2) && check(rx[1], 64, 3)) || (check(rx[0], 64, 3) && check(rx[1], 64, 2)));
+			ch.sync(3);
+			return 0;
+		});
+}
