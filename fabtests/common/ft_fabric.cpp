@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* fi_getinfo with the tests' hints; the fabric, domain and AV. */
+#include "ft_fabric.h"
+
+#include <cstring>
+
+namespace ft {
+
+namespace {
+
+InfoPtr make_hints(uint64_t caps)
+{
+	InfoPtr hints(fi_allocinfo());
+	if (!hints)
+		FT_FAIL("fi_allocinfo failed");
+	hints->caps = caps;
+	hints->mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->domain_attr->mr_mode =
+		FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+	/* threading and progress stay unspecified: the provider chooses. */
+	if (!opts.prov.empty())
+		hints->fabric_attr->prov_name = strdup(opts.prov.c_str());
+	if (!opts.fabric.empty())
+		hints->fabric_attr->name = strdup(opts.fabric.c_str());
+	if (!opts.domain.empty())
+		hints->domain_attr->name = strdup(opts.domain.c_str());
+	return hints;
+}
+
+/* The infos for `caps`, or nullptr when the provider has none (any other error fails). */
+InfoPtr getinfo(uint64_t caps)
+{
+	InfoPtr hints = make_hints(caps);
+	fi_info *info = nullptr;
+	int rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr, 0,
+			    hints.get(), &info);
+	if (rc == -FI_ENODATA)
+		return nullptr;
+	if (rc)
+		FT_FAIL("fi_getinfo(caps %s) returned %d (%s)", caps_str(caps).c_str(), rc,
+			fi_strerror(-rc));
+	InfoPtr list(info);
+	/* Some providers (tcp;ofi_rxm in 1.17) ignore the fabric and domain name hints. */
+	for (fi_info *i = info; i; i = i->next) {
+		if (!opts.fabric.empty() &&
+		    (!i->fabric_attr->name || opts.fabric != i->fabric_attr->name))
+			continue;
+		if (!opts.domain.empty() &&
+		    (!i->domain_attr->name || opts.domain != i->domain_attr->name))
+			continue;
+		InfoPtr one(fi_dupinfo(i));
+		if (!one)
+			FT_FAIL("fi_dupinfo failed");
+		return one;
+	}
+	return nullptr;
+}
+
+std::string selection()
+{
+	return "provider '" + (opts.prov.empty() ? std::string("any") : opts.prov) + "', fabric '" +
+	       (opts.fabric.empty() ? std::string("any") : opts.fabric) + "', domain '" +
+	       (opts.domain.empty() ? std::string("any") : opts.domain) + "'";
+}
+
+} // namespace
+
+Fabric::Fabric(uint64_t caps, uint64_t optional)
+{
+	uint64_t want = caps;
+	if (!getinfo(want)) {
+		/* Is it the caps, or is there no such provider at all? */
+		if (getinfo(0))
+			skip("%s does not advertise %s with FI_EP_RDM", selection().c_str(),
+			     caps_str(caps).c_str());
+		FT_FAIL("fi_getinfo found no FI_EP_RDM endpoint for %s with the tests' modes "
+			"(FI_CONTEXT2, mr_mode LOCAL|ALLOCATED|PROV_KEY|VIRT_ADDR)",
+			selection().c_str());
+	}
+	for (uint64_t bit = 1; bit; bit <<= 1)
+		if ((optional & bit) && getinfo(want | bit))
+			want |= bit;
+	info_ = getinfo(want);
+	if (!info_)
+		FT_FAIL("fi_getinfo(caps %s) succeeded, then found nothing",
+			caps_str(want).c_str());
+	if (optional & ~want)
+		note("provider does not advertise %s: the checks that need it are skipped",
+		     caps_str(optional & ~want).c_str());
+
+	fi_info *i = info_.get();
+	debug("using provider %s, fabric %s, domain %s, caps %s, mode 0x%llx, mr_mode 0x%x, "
+	      "inject %zu, max_msg %zu, cq_data %zu, iov %zu/%zu",
+	      i->fabric_attr->prov_name, i->fabric_attr->name, i->domain_attr->name,
+	      caps_str(i->caps).c_str(), (unsigned long long)i->mode, i->domain_attr->mr_mode,
+	      i->tx_attr->inject_size, i->ep_attr->max_msg_size, i->domain_attr->cq_data_size,
+	      i->tx_attr->iov_limit, i->rx_attr->iov_limit);
+	if (!has(caps))
+		FT_FAIL("fi_getinfo returned caps %s, lacking the requested %s",
+			caps_str(i->caps).c_str(), caps_str(caps).c_str());
+	if (i->domain_attr->mr_mode & FI_MR_ENDPOINT)
+		FT_FAIL("mr_mode has FI_MR_ENDPOINT, which the hints did not offer");
+
+	FT_CALL(fi_fabric(i->fabric_attr, fabric_.out(), nullptr));
+	FT_CALL(fi_domain(fabric_, i, domain_.out(), nullptr));
+
+	fi_av_attr av_attr{};
+	av_attr.type = opts.av_type;
+	av_attr.count = 16;
+	FT_CALL(fi_av_open(domain_, &av_attr, av_.out(), nullptr));
+}
+
+bool Fabric::is_efa() const
+{
+	return !strcmp(prov_name(), "efa");
+}
+
+uint64_t Fabric::cq_data(uint64_t v) const
+{
+	size_t n = cq_data_size();
+	return n >= 8 ? v : v & ((uint64_t(1) << (8 * n)) - 1);
+}
+
+uint64_t Fabric::local_access() const
+{
+	uint64_t a = 0;
+	if (info_->caps & FI_MSG)
+		a |= FI_SEND | FI_RECV;
+	if (info_->caps & FI_RMA)
+		a |= FI_READ | FI_WRITE;
+	return a;
+}
+
+fi_addr_t Fabric::insert(const std::vector<uint8_t> &name) const
+{
+	fi_addr_t addr = FI_ADDR_NOTAVAIL;
+	int n = int(FT_CALL(fi_av_insert(av_, name.data(), 1, &addr, 0, nullptr)));
+	FT_CHECK(n == 1, "fi_av_insert inserted %d addresses, expected 1", n);
+	FT_CHECK(addr != FI_ADDR_NOTAVAIL, "fi_av_insert gave FI_ADDR_NOTAVAIL");
+	return addr;
+}
+
+void Fabric::remove(fi_addr_t addr) const
+{
+	FT_CALL(fi_av_remove(av_, &addr, 1, 0));
+}
+
+} // namespace ft

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * fi_getinfo with the tests' hints, and the fabric, domain and address vector every test
+ * opens. The hints are those an efa-direct application gives: FI_EP_RDM, FI_CONTEXT and
+ * FI_CONTEXT2 (every operation gets a struct fi_context2), FI_RX_CQ_DATA, and mr_mode
+ * LOCAL | ALLOCATED | PROV_KEY | VIRT_ADDR (never FI_MR_ENDPOINT), so the tests run on
+ * any provider that accepts a subset of those modes.
+ */
+#pragma once
+
+#include "ft.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace ft {
+
+/* Owns one fid and closes it (checking the result) when it goes. Children are closed
+ * before parents by declaring them after their parents. */
+template <typename T> class Fid {
+public:
+	explicit Fid(const char *what) : what_(what) {}
+	~Fid() { close(); }
+	Fid(const Fid &) = delete;
+	Fid &operator=(const Fid &) = delete;
+
+	T **out() { return &p_; }
+	T *get() const { return p_; }
+	operator T *() const { return p_; }
+	T *operator->() const { return p_; }
+
+	void close()
+	{
+		if (!p_)
+			return;
+		int rc = fi_close(&p_->fid);
+		p_ = nullptr;
+		if (rc)
+			FT_FAIL("fi_close(%s) returned %d (%s)", what_, rc, fi_strerror(-rc));
+	}
+
+private:
+	T *p_ = nullptr;
+	const char *what_;
+};
+
+struct InfoDeleter {
+	void operator()(fi_info *i) const { fi_freeinfo(i); }
+};
+using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
+
+class Fabric {
+public:
+	/*
+	 * `caps` are required: when the provider offers endpoints but not with these caps,
+	 * the test is skipped (exit 77) saying so; when it offers nothing, the test fails.
+	 * `optional` caps are asked for one at a time and kept when granted; tests check
+	 * has() and say what they leave out.
+	 */
+	explicit Fabric(uint64_t caps, uint64_t optional = 0);
+
+	fi_info *info() const { return info_.get(); }
+	fid_fabric *fabric() const { return fabric_; }
+	fid_domain *domain() const { return domain_; }
+	fid_av *av() const { return av_; }
+
+	bool has(uint64_t caps) const { return (info_->caps & caps) == caps; }
+	const char *prov_name() const { return info_->fabric_attr->prov_name; }
+	bool is_efa() const;
+	uint64_t mr_mode() const { return uint64_t(info_->domain_attr->mr_mode); }
+	bool virt_addr() const { return mr_mode() & FI_MR_VIRT_ADDR; }
+	bool rx_cq_data() const { return info_->mode & FI_RX_CQ_DATA; }
+	size_t inject_size() const { return info_->tx_attr->inject_size; }
+	size_t max_msg_size() const { return info_->ep_attr->max_msg_size; }
+	size_t tx_iov_limit() const { return info_->tx_attr->iov_limit; }
+	size_t rx_iov_limit() const { return info_->rx_attr->iov_limit; }
+	size_t cq_data_size() const { return info_->domain_attr->cq_data_size; }
+	/* Remote CQ data value fitting cq_data_size bytes. */
+	uint64_t cq_data(uint64_t v) const;
+	/* Access flags a local buffer is registered with, from the caps. */
+	uint64_t local_access() const;
+
+	/* Inserts one address into the AV; returns its fi_addr_t. */
+	fi_addr_t insert(const std::vector<uint8_t> &name) const;
+	/* Removes one. */
+	void remove(fi_addr_t addr) const;
+
+private:
+	InfoPtr info_;
+	Fid<fid_fabric> fabric_{"fabric"};
+	Fid<fid_domain> domain_{"domain"};
+	Fid<fid_av> av_{"av"};
+};
+
+} // namespace ft

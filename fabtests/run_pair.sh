@@ -1,0 +1,103 @@
+#!/bin/sh
+# Runs one fabtest as a server and a client on 127.0.0.1 and reports PASS, FAIL or SKIP.
+#
+#   fabtests/run_pair.sh [-t SECONDS] [-q] [VAR=value ...] PROGRAM [ARGS...]
+#
+# The server runs `PROGRAM -s ARGS`; it prints "PORT <n>" once its control channel
+# listens, and only then is the client started, as `PROGRAM -c 127.0.0.1 -P <n> ARGS`.
+# No sleeps: the server's output comes through a FIFO and the first PORT line is read
+# from it. Both run under `timeout` (default 120 s, or EFA_FT_PAIR_TIMEOUT), with the
+# environment of this script plus the VAR=value words given before PROGRAM.
+#
+# Exit status: 0 both passed; 77 a side skipped (exit 77: the provider does not
+# advertise what the test needs) and the other passed or skipped; 1 otherwise.
+# Both sides' output is shown (-q: only on failure).
+set -u
+
+limit=${EFA_FT_PAIR_TIMEOUT:-120}
+quiet=0
+while getopts t:q opt; do
+	case $opt in
+	t) limit=$OPTARG ;;
+	q) quiet=1 ;;
+	*) echo "usage: $0 [-t SECONDS] [-q] [VAR=value ...] PROGRAM [ARGS...]" >&2; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+envs=
+while [ $# -gt 0 ]; do
+	case $1 in
+	*=*) export "${1?}"; envs="$envs$1 "; shift ;;
+	*) break ;;
+	esac
+done
+[ $# -ge 1 ] || { echo "usage: $0 [-t SECONDS] [-q] [VAR=value ...] PROGRAM [ARGS...]" >&2; exit 2; }
+prog=$1
+shift
+[ -x "$prog" ] || { echo "FAIL: $prog: no such program (run make first)"; exit 1; }
+command -v timeout >/dev/null 2>&1 || { echo "FAIL: timeout(1) is needed"; exit 1; }
+
+title="$envs$(basename "$prog") $*"
+dir=$(mktemp -d "${TMPDIR:-/tmp}/ft_pair.XXXXXX") || exit 1
+trap 'rm -rf "$dir"' EXIT
+mkfifo "$dir/server.fifo" || exit 1
+: > "$dir/server.out"
+: > "$dir/client.out"
+
+# The server: stdout and stderr into the FIFO, so its messages keep their order.
+timeout -k 5 "$limit" "$prog" -s "$@" > "$dir/server.fifo" 2>&1 &
+spid=$!
+exec 3< "$dir/server.fifo"
+port=
+while IFS= read -r line <&3; do
+	case $line in
+	"PORT "*) port=${line#PORT }; break ;;
+	*) printf '%s\n' "$line" >> "$dir/server.out" ;;
+	esac
+done
+# Keep draining the server's output until it exits.
+cat <&3 >> "$dir/server.out" &
+cat_pid=$!
+exec 3<&-
+
+crc=0
+if [ -n "$port" ]; then
+	timeout -k 5 "$limit" "$prog" -c 127.0.0.1 -P "$port" "$@" > "$dir/client.out" 2>&1
+	crc=$?
+else
+	crc=none
+fi
+wait "$spid"
+src=$?
+wait "$cat_pid"
+
+explain() { # role, exit status
+	case $2 in
+	0) ;;
+	77) echo "  $1 skipped (exit 77)" ;;
+	124|137) echo "  $1 timed out after $limit s" ;;
+	none) echo "  $1 not started: the server printed no PORT line" ;;
+	*) echo "  $1 exited with status $2" ;;
+	esac
+}
+show() {
+	sed 's/^/  | /' "$dir/server.out"
+	sed 's/^/  | /' "$dir/client.out"
+	explain server "$src"
+	explain client "$crc"
+}
+
+if [ "$src" = 0 ] && [ "$crc" = 0 ]; then
+	[ $quiet = 1 ] || show
+	echo "PASS: $title"
+	exit 0
+fi
+if { [ "$src" = 0 ] || [ "$src" = 77 ]; } && { [ "$crc" = 0 ] || [ "$crc" = 77 ] || [ "$crc" = none ]; } &&
+   { [ "$src" = 77 ] || [ "$crc" = 77 ]; }; then
+	[ $quiet = 1 ] || show
+	echo "SKIP: $title"
+	exit 77
+fi
+show
+echo "FAIL: $title"
+exit 1
