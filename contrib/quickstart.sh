@@ -2,9 +2,9 @@
 # Installs what is missing (Debian 12, as root), builds, and runs either the main job
 # or the whole test suite. Used by README.md and .ci/run.
 #
-#   contrib/quickstart.sh run    two processes exchange messages and RDMA through the
-#                                provider's efadv layer on the software EFA device, and
-#                                print latency and bandwidth beside plain UDP
+#   contrib/quickstart.sh run    two processes exchange messages and RMA through the
+#                                provider (efa-direct) on the software EFA device, and
+#                                print latency, bandwidth and RMA bandwidth
 #   contrib/quickstart.sh test   the whole test suite (make check)
 set -eu
 mode=${1:-}
@@ -43,7 +43,10 @@ fi
 make -j"$jobs"
 
 if [ "$mode" = run ]; then
-	exec ./prov/efa/bench/efa_dev_bench --quick
+	top=$(pwd)
+	echo "== fi_efa_bench -p efa -F efa-direct --quick (provider on the software EFA device)"
+	FI_PROVIDER_PATH="$top/.libs" FI_EFA_SIM=1 FI_EFA_SIM_PATH="$top/.libs/libefasim.so" \
+		exec ./fabtests/bench/fi_efa_bench -p efa -F efa-direct --quick
 fi
 
 status=0
