@@ -4,8 +4,8 @@
  *
  * An object is a C++ struct whose first member is the libfabric struct the application
  * holds (fid_fabric, fid_domain, ...), followed by a magic number naming its kind. The C
- * entry points in the fi_ops tables are thin: they check the fid (class and magic: a
- * wrong or closed fid gives -FI_EINVAL, not a crash) and call a member.
+ * entry points in the fi_ops tables are thin: they check the fid (its fclass, then the
+ * magic: a wrong or closed fid gives -FI_EINVAL, not a crash) and call a member.
  *
  * Parents count their children; closing a parent with live children answers -FI_EBUSY.
  * Closed objects are not freed at once: they stay in a small quarantine with their magic
@@ -50,9 +50,27 @@ struct ObjHeader {
  * The object behind `f` if it is a live object of type T (T has `static constexpr Magic
  * kMagic`, the libfabric struct first and an ObjHeader `hdr`), else null.
  */
+/* The libfabric class of the objects of a kind. */
+constexpr size_t fclass_of(Magic m)
+{
+	switch (m) {
+	case Magic::Fabric: return FI_CLASS_FABRIC;
+	case Magic::Domain: return FI_CLASS_DOMAIN;
+	case Magic::Eq: return FI_CLASS_EQ;
+	case Magic::Av: return FI_CLASS_AV;
+	case Magic::Mr: return FI_CLASS_MR;
+	case Magic::Cq: return FI_CLASS_CQ;
+	case Magic::Cntr: return FI_CLASS_CNTR;
+	case Magic::Ep: return FI_CLASS_EP;
+	default: return FI_CLASS_UNSPEC;
+	}
+}
+
 template <typename T> T *fid_to(fid_t f)
 {
-	if (!f)
+	/* The class first: the magic of a smaller object of another class would lie past
+	 * its end. */
+	if (!f || f->fclass != fclass_of(T::kMagic))
 		return nullptr;
 	T *o = reinterpret_cast<T *>(f);
 	return o->hdr.magic == T::kMagic ? o : nullptr;

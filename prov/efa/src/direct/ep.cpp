@@ -227,7 +227,17 @@ int ep_setopt(fid_t f, int level, int name, const void *val, size_t len)
 	case FI_OPT_EFA_USE_DEVICE_RDMA:
 		if (len != sizeof(bool))
 			return -FI_EINVAL;
-		return *static_cast<const bool *>(val) == ep->dom->dev->rdma_read() ? 0 : -FI_EOPNOTSUPP;
+		/* efa-direct's RMA is the device's RDMA: it cannot be turned off for an endpoint
+		 * with FI_RMA, nor on where the device has none. */
+		if (*static_cast<const bool *>(val) ? !ep->dom->dev->rdma_read() : bool(ep->info->caps & FI_RMA)) {
+			EFA_WARN(EpCtrl, "FI_OPT_EFA_USE_DEVICE_RDMA %s: efa-direct %s",
+				 *static_cast<const bool *>(val) ? "true" : "false",
+				 *static_cast<const bool *>(val) ? "has no RDMA on this device"
+								 : "does RMA only with the device's RDMA; "
+								   "use the efa fabric for emulated RMA");
+			return -FI_EOPNOTSUPP;
+		}
+		return 0;
 	case FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES:
 	case FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES:
 		return -FI_EOPNOTSUPP; /* SRD orders nothing */
@@ -236,8 +246,8 @@ int ep_setopt(fid_t f, int level, int name, const void *val, size_t len)
 	}
 }
 
-ssize_t no_ctx(fid_ep *, int, fi_tx_attr *, fid_ep **, void *) { return -FI_ENOSYS; }
-ssize_t no_rx_ctx(fid_ep *, int, fi_rx_attr *, fid_ep **, void *) { return -FI_ENOSYS; }
+int no_ctx(fid_ep *, int, fi_tx_attr *, fid_ep **, void *) { return -FI_ENOSYS; }
+int no_rx_ctx(fid_ep *, int, fi_rx_attr *, fid_ep **, void *) { return -FI_ENOSYS; }
 
 ssize_t rx_size_left(fid_ep *f)
 {
@@ -256,8 +266,8 @@ fi_ops_ep g_ep_ops = {
 	.cancel = ep_cancel,
 	.getopt = ep_getopt,
 	.setopt = ep_setopt,
-	.tx_ctx = reinterpret_cast<int (*)(fid_ep *, int, fi_tx_attr *, fid_ep **, void *)>(no_ctx),
-	.rx_ctx = reinterpret_cast<int (*)(fid_ep *, int, fi_rx_attr *, fid_ep **, void *)>(no_rx_ctx),
+	.tx_ctx = no_ctx,
+	.rx_ctx = no_rx_ctx,
 	.rx_size_left = rx_size_left,
 	.tx_size_left = tx_size_left,
 };
