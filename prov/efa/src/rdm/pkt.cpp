@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* Packet checks (docs/protocol.md sections 3 and 6). */
+#include "rdm/pkt.h"
+
+namespace efa::rdm {
+
+namespace {
+
+struct TypeInfo {
+	const char *name;
+	size_t hdr;
+	uint16_t flags; /* allowed base header flags */
+	bool req;
+	bool ordered;
+};
+
+constexpr uint16_t kReqMsgFlags = kFlagRawAddr | kFlagCqData | kFlagDeliveryComplete;
+
+TypeInfo info_of(PktType t)
+{
+	switch (t) {
+	case PktType::Handshake: return {"HANDSHAKE", sizeof(HandshakeHdr), 0, false, false};
+	case PktType::Cts: return {"CTS", sizeof(CtsHdr), 0, false, false};
+	case PktType::Data: return {"DATA", sizeof(DataHdr), 0, false, false};
+	case PktType::Eor: return {"EOR", sizeof(EorHdr), 0, false, false};
+	case PktType::Receipt: return {"RECEIPT", sizeof(ReceiptHdr), 0, false, false};
+	case PktType::ReadRsp: return {"READRSP", sizeof(RspHdr), 0, false, false};
+	case PktType::AtomRsp: return {"ATOMRSP", sizeof(RspHdr), 0, false, false};
+	case PktType::EagerMsg: return {"EAGER_MSG", sizeof(EagerHdr), kReqMsgFlags, true, true};
+	case PktType::EagerTag: return {"EAGER_TAG", sizeof(EagerHdr), kReqMsgFlags, true, true};
+	case PktType::MediumMsg: return {"MEDIUM_MSG", sizeof(MediumHdr), kReqMsgFlags, true, true};
+	case PktType::MediumTag: return {"MEDIUM_TAG", sizeof(MediumHdr), kReqMsgFlags, true, true};
+	case PktType::LongCtsMsg: return {"LONGCTS_MSG", sizeof(LongCtsHdr), kReqMsgFlags, true, true};
+	case PktType::LongCtsTag: return {"LONGCTS_TAG", sizeof(LongCtsHdr), kReqMsgFlags, true, true};
+	case PktType::LongReadMsg: return {"LONGREAD_MSG", sizeof(LongReadHdr), kReqMsgFlags, true, true};
+	case PktType::LongReadTag: return {"LONGREAD_TAG", sizeof(LongReadHdr), kReqMsgFlags, true, true};
+	case PktType::WriteReq: return {"WRITE_REQ", sizeof(WriteReqHdr), kReqMsgFlags, true, false};
+	case PktType::ReadReq: return {"READ_REQ", sizeof(ReadReqHdr), kFlagRawAddr, true, false};
+	case PktType::AtomicReq: return {"ATOMIC_REQ", sizeof(AtomicReqHdr), kReqMsgFlags, true, true};
+	}
+	return {nullptr, 0, 0, false, false};
+}
+
+/* a + b <= limit, without overflow. */
+bool fits(uint64_t a, uint64_t b, uint64_t limit) { return a <= limit && b <= limit - a; }
+
+/* The iovs' total length, or false when it overflows. */
+bool iov_total(const RmaIov *iov, uint32_t n, uint64_t &total)
+{
+	total = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		if (iov[i].len > UINT64_MAX - total)
+			return false;
+		total += iov[i].len;
+	}
+	return true;
+}
+
+} // namespace
+
+const char *pkt_type_name(PktType t)
+{
+	const char *n = info_of(t).name;
+	return n ? n : "UNKNOWN";
+}
+
+size_t hdr_size(PktType t) { return info_of(t).hdr; }
+bool is_req(PktType t) { return info_of(t).req; }
+bool is_ordered(PktType t) { return info_of(t).ordered; }
+
+const char *parse_error_str(ParseError e)
+{
+	switch (e) {
+	case ParseError::None: return "no error";
+	case ParseError::Short: return "packet shorter than its header";
+	case ParseError::Version: return "unknown protocol version";
+	case ParseError::Type: return "unknown packet type";
+	case ParseError::Flags: return "flag not allowed for the packet type";
+	case ParseError::Length: return "length or offset inconsistent with the packet";
+	case ParseError::IovCount: return "RMA iov count out of range";
+	}
+	return "?";
+}
+
+ParseError parse(const void *buf, size_t len, Parsed &out)
+{
+	const uint8_t *p = static_cast<const uint8_t *>(buf);
+	if (len < sizeof(BaseHdr))
+		return ParseError::Short;
+	const BaseHdr *base = reinterpret_cast<const BaseHdr *>(p);
+	if (base->version != kProtoVersion)
+		return ParseError::Version;
+	const PktType type = PktType(base->type);
+	const TypeInfo ti = info_of(type);
+	if (!ti.name)
+		return ParseError::Type;
+	if (len < ti.hdr)
+		return ParseError::Short;
+	if (base->flags & ~ti.flags)
+		return ParseError::Flags;
+
+	Parsed r;
+	r.type = type;
+	r.base = base;
+	r.hdr = p;
+	size_t off = ti.hdr;
+	/* Optional headers, in flag-bit order (section 3). */
+	if (base->flags & kFlagRawAddr) {
+		if (len - off < sizeof(RawAddr))
+			return ParseError::Short;
+		r.raw_addr = reinterpret_cast<const RawAddr *>(p + off);
+		off += sizeof(RawAddr);
+	}
+	if (base->flags & kFlagCqData) {
+		if (len - off < kCqDataLen)
+			return ParseError::Short;
+		std::memcpy(&r.cq_data, p + off, kCqDataLen);
+		r.has_cq_data = true;
+		off += kCqDataLen;
+	}
+	/* RMA iovs. */
+	uint32_t iov_count = 0;
+	switch (type) {
+	case PktType::LongReadMsg:
+	case PktType::LongReadTag: iov_count = r.as<LongReadHdr>().iov_count; break;
+	case PktType::WriteReq: iov_count = r.as<WriteReqHdr>().iov_count; break;
+	case PktType::ReadReq: iov_count = r.as<ReadReqHdr>().iov_count; break;
+	case PktType::AtomicReq: iov_count = r.as<AtomicReqHdr>().iov_count; break;
+	default: break;
+	}
+	if (iov_count) {
+		if (iov_count > kMaxRmaIov)
+			return ParseError::IovCount;
+		if ((len - off) / sizeof(RmaIov) < iov_count)
+			return ParseError::Short;
+		r.iov = reinterpret_cast<const RmaIov *>(p + off);
+		r.iov_count = iov_count;
+		off += iov_count * sizeof(RmaIov);
+	}
+	r.payload = p + off;
+	r.payload_len = len - off;
+	const uint64_t rest = r.payload_len;
+	uint64_t total = 0;
+
+	switch (type) {
+	case PktType::Handshake:
+		if (rest)
+			return ParseError::Length;
+		break;
+	case PktType::EagerMsg:
+	case PktType::EagerTag:
+		if (r.as<RtmHdr>().seg_len != rest)
+			return ParseError::Length;
+		break;
+	case PktType::MediumMsg:
+	case PktType::MediumTag: {
+		const MediumHdr &h = r.as<MediumHdr>();
+		if (h.rtm.seg_len != rest || !rest || !fits(h.seg_off, rest, h.msg_len))
+			return ParseError::Length;
+		break;
+	}
+	case PktType::LongCtsMsg:
+	case PktType::LongCtsTag: {
+		const LongCtsHdr &h = r.as<LongCtsHdr>();
+		if (h.rtm.seg_len != rest || rest > h.msg_len)
+			return ParseError::Length;
+		break;
+	}
+	case PktType::LongReadMsg:
+	case PktType::LongReadTag: {
+		const LongReadHdr &h = r.as<LongReadHdr>();
+		if (!iov_count)
+			return ParseError::IovCount;
+		if (h.rtm.seg_len || rest || !iov_total(r.iov, iov_count, total) || total != h.msg_len)
+			return ParseError::Length;
+		break;
+	}
+	case PktType::Cts:
+		if (rest || !r.as<CtsHdr>().window)
+			return ParseError::Length;
+		break;
+	case PktType::Data: {
+		const DataHdr &h = r.as<DataHdr>();
+		if (h.seg_len != rest || !rest || !fits(h.seg_off, rest, UINT64_MAX))
+			return ParseError::Length;
+		break;
+	}
+	case PktType::Eor:
+	case PktType::Receipt:
+		if (rest)
+			return ParseError::Length;
+		break;
+	case PktType::ReadRsp:
+	case PktType::AtomRsp:
+		if (r.as<RspHdr>().seg_len != rest)
+			return ParseError::Length;
+		break;
+	case PktType::WriteReq: {
+		const WriteReqHdr &h = r.as<WriteReqHdr>();
+		if (!iov_count)
+			return ParseError::IovCount;
+		if (h.seg_len != rest || rest > h.msg_len || !iov_total(r.iov, iov_count, total) ||
+		    total != h.msg_len)
+			return ParseError::Length;
+		break;
+	}
+	case PktType::ReadReq: {
+		const ReadReqHdr &h = r.as<ReadReqHdr>();
+		if (!iov_count)
+			return ParseError::IovCount;
+		if (rest || !h.window || !iov_total(r.iov, iov_count, total) || total != h.msg_len)
+			return ParseError::Length;
+		break;
+	}
+	case PktType::AtomicReq: {
+		const AtomicReqHdr &h = r.as<AtomicReqHdr>();
+		if (!iov_count)
+			return ParseError::IovCount;
+		/* The operand sizes depend on the datatype and op (FI_ATOMIC_READ has none):
+		 * the atomic layer checks them. */
+		if (h.kind > uint8_t(AtomicKind::Compare) || !h.count)
+			return ParseError::Length;
+		break;
+	}
+	}
+	out = r;
+	return ParseError::None;
+}
+
+} // namespace efa::rdm
