@@ -361,7 +361,9 @@ struct Peer {
 	uint32_t rx_base;      /* every seq below is received (or abandoned by the sender) */
 	uint32_t rx_highest;
 	std::array<uint64_t, kRxWindow / 64> rx_bits; /* bit (seq - rx_base) */
-	std::array<NakRecord, 16> naks;
+	/* Refused sequence numbers, by seq % kRxWindow (every seq that can still arrive lies
+	 * in the window, so no two share a slot); allocated at the first refusal. */
+	std::vector<NakRecord> naks;
 	uint32_t ack_pending;
 	uint64_t ack_due_ns;
 	/* timers */

@@ -652,10 +652,19 @@ void rx_advance_to(Peer *p, uint32_t to)
 			p->rx_bits[i] = bs ? (lo >> bs) | (hi << (64 - bs)) : lo;
 		}
 	}
+	if (!p->naks.empty()) {
+		if (shift >= kRxWindow) {
+			for (NakRecord &n : p->naks)
+				n.valid = false;
+		} else {
+			for (uint32_t s = p->rx_base; s != to; s++) {
+				NakRecord &n = p->naks[s % kRxWindow];
+				if (n.seq == s)
+					n.valid = false;
+			}
+		}
+	}
 	p->rx_base = to;
-	for (NakRecord &n : p->naks)
-		if (n.valid && seq_lt(n.seq, to))
-			n.valid = false;
 }
 
 void rx_mark(Peer *p, uint32_t seq)
@@ -767,19 +776,20 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 		attempt = reinterpret_cast<const SendBody *>(pk.body)->rnr_try;
 	else if (h->type == PKT_WRITE)
 		attempt = reinterpret_cast<const WriteBody *>(pk.body)->rnr_try;
-	for (NakRecord &n : p->naks) {
-		if (!n.valid || n.seq != seq)
-			continue;
-		/*
-		 * A copy of an attempt already refused for lack of a receive buffer (a
-		 * retransmission that crossed the NAK) must not be delivered now: the sender
-		 * may have given up on it. Only a newer attempt is.
-		 */
-		if (n.status != EFA_REMOTE_RNR || int8_t(attempt - n.rnr_try) <= 0) {
-			send_nak(p, seq, n.status, n.rnr_try);
-			return;
+	if (!p->naks.empty()) {
+		NakRecord &n = p->naks[seq % kRxWindow];
+		if (n.valid && n.seq == seq) {
+			/*
+			 * A copy of an attempt already refused for lack of a receive buffer (a
+			 * retransmission that crossed the NAK) must not be delivered now: the
+			 * sender may have given up on it. Only a newer attempt is.
+			 */
+			if (n.status != EFA_REMOTE_RNR || int8_t(attempt - n.rnr_try) <= 0) {
+				send_nak(p, seq, n.status, n.rnr_try);
+				return;
+			}
+			n.valid = false;
 		}
-		n.valid = false;
 	}
 	if (seq_lt(seq, p->rx_highest))
 		stats.out_of_order++;
@@ -956,12 +966,16 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 			enqueue(p, resp);
 	} else if (status == EFA_REMOTE_RNR) {
 		stats.rnr_naks_sent++;
-		NakRecord &slot = p->naks[seq % p->naks.size()];
+		if (p->naks.empty())
+			p->naks.resize(kRxWindow);
+		NakRecord &slot = p->naks[seq % kRxWindow];
 		slot = NakRecord{seq, status, attempt, true};
 		send_nak(p, seq, status, attempt);
 	} else {
 		stats.remote_errors++;
-		NakRecord &slot = p->naks[seq % p->naks.size()];
+		if (p->naks.empty())
+			p->naks.resize(kRxWindow);
+		NakRecord &slot = p->naks[seq % kRxWindow];
 		slot = NakRecord{seq, status, 0, true};
 		send_nak(p, seq, status);
 	}
