@@ -47,8 +47,10 @@ void consume_event(Cq *cq)
 ssize_t cq_read_locked(Cq *cq, void *buf, size_t count, fi_addr_t *src)
 {
 	consume_event(cq);
-	if (cq->staged.size() < count)
-		cq->progress(count - cq->staged.size());
+	const size_t have = cq->staged_count();
+	if (have < count)
+		cq->progress(count - have);
+	std::lock_guard<std::mutex> g(cq->stage_lock);
 	const size_t n = std::min(count, cq->staged.size());
 	auto *out = static_cast<uint8_t *>(buf);
 	for (size_t i = 0; i < n; i++) {
@@ -80,6 +82,7 @@ ssize_t cq_readerr(fid_cq *f, fi_cq_err_entry *buf, uint64_t flags)
 	if (!cq || !buf || (flags & ~uint64_t(FI_PEEK)))
 		return -FI_EINVAL;
 	std::lock_guard<std::mutex> g(cq->lock);
+	std::lock_guard<std::mutex> gs(cq->stage_lock);
 	if (cq->errors.empty())
 		return -FI_EAGAIN;
 	Cq::Error &err = cq->errors.front();
@@ -252,6 +255,14 @@ fi_ops_cq g_cq_ops = {
 
 int Cq::progress(size_t max)
 {
+	const int n = poll_device(max);
+	for (CqUser *u : users)
+		u->on_progress(*this);
+	return n;
+}
+
+int Cq::poll_device(size_t max)
+{
 	int n = vcq.poll(int(std::min<size_t>(max ? max : 1, 64)), [&](const verbs::Wc &wc) {
 		for (CqUser *u : users) {
 			if (u->qpn() == wc.qp_num) {
@@ -280,7 +291,7 @@ int Cq::trywait()
 {
 	std::lock_guard<std::mutex> g(lock);
 	consume_event(this);
-	if (!staged.empty() || !errors.empty() || progress(64) > 0 || !staged.empty())
+	if (has_anything() || progress(64) > 0 || has_anything())
 		return -FI_EAGAIN;
 	if (!channel)
 		return -FI_EINVAL;
@@ -290,7 +301,7 @@ int Cq::trywait()
 		armed = true;
 	}
 	/* Completions that arrived before the arming raise no event. */
-	if (progress(64) > 0 || !staged.empty() || !errors.empty())
+	if (progress(64) > 0 || has_anything())
 		return -FI_EAGAIN;
 	return 0;
 }
@@ -338,7 +349,12 @@ int cq_open(fid_domain *df, fi_cq_attr *attr, fid_cq **out, void *context)
 		return err;
 	};
 	verbs::CqAttr ca;
-	ca.depth = attr->size ? uint32_t(std::min<size_t>(attr->size, d->dev->attr().max_cqe)) : kDefaultDepth;
+	/* On the efa fabric the size is a hint (clients ask for 100 and keep thousands of
+	 * operations in flight): the device CQ also holds the endpoints' own packets. */
+	size_t depth = attr->size ? attr->size : kDefaultDepth;
+	if (d->rdm)
+		depth = std::max<size_t>(depth, kDefaultDepth);
+	ca.depth = uint32_t(std::min<size_t>(depth, d->dev->attr().max_cqe));
 	ca.unsolicited = d->dev->unsolicited_write_recv();
 	if (attr->wait_obj != FI_WAIT_NONE) {
 		auto ch = verbs::CompChannel::create(*d->dev);

@@ -36,6 +36,9 @@ public:
 	virtual uint32_t qpn() const = 0;
 	/* Called with the Cq's lock held, for each device completion of this QP. */
 	virtual void on_wc(const verbs::Wc &wc, Cq &cq) = 0;
+	/* Called with the Cq's lock held after each poll of the device CQ: work that is
+	 * not driven by a device completion (timers, queued packets). */
+	virtual void on_progress(Cq &) {}
 };
 
 struct Cq {
@@ -52,7 +55,11 @@ struct Cq {
 	int signal_fd = -1; /* fi_cq_signal */
 	int epfd = -1;      /* FI_GETWAIT: readable on a completion event or a signal */
 
+	/* `lock` serialises polling the device CQ and reading; `stage_lock` (innermost)
+	 * guards `staged` and `errors`, so that an endpoint can complete an operation on a
+	 * CQ other than the one it is progressing. */
 	std::mutex lock;
+	std::mutex stage_lock;
 	struct Entry {
 		fi_cq_tagged_entry e;
 		fi_addr_t src;
@@ -79,10 +86,31 @@ struct Cq {
 	}
 	void release(int64_t n = 1) { slots.fetch_add(n, std::memory_order_relaxed); }
 
-	/* With `lock` held: */
-	void push(const fi_cq_tagged_entry &e, fi_addr_t src) { staged.push_back(Entry{e, src}); }
-	void push_error(const fi_cq_err_entry &e, std::string text) { errors.push_back(Error{e, std::move(text)}); }
+	/* Any thread, any lock held but stage_lock: */
+	void push(const fi_cq_tagged_entry &e, fi_addr_t src)
+	{
+		std::lock_guard<std::mutex> g(stage_lock);
+		staged.push_back(Entry{e, src});
+	}
+	void push_error(const fi_cq_err_entry &e, std::string text)
+	{
+		std::lock_guard<std::mutex> g(stage_lock);
+		errors.push_back(Error{e, std::move(text)});
+	}
+	size_t staged_count()
+	{
+		std::lock_guard<std::mutex> g(stage_lock);
+		return staged.size();
+	}
+	bool has_anything()
+	{
+		std::lock_guard<std::mutex> g(stage_lock);
+		return !staged.empty() || !errors.empty();
+	}
+	/* With `lock` held: polls the device CQ, then lets every user progress. */
 	int progress(size_t max);
+	/* With `lock` held: polls the device CQ only (a user progressing a second CQ). */
+	int poll_device(size_t max);
 
 	void attach(CqUser *u);
 	void detach(CqUser *u);

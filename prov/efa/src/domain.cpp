@@ -5,6 +5,7 @@
 #include "cntr.h"
 #include "cq.h"
 #include "direct/ep.h"
+#include "rdm/ep.h"
 #include "info.h"
 #include "log.h"
 #include "prov.h"
@@ -60,12 +61,21 @@ fi_ops g_domain_fi_ops = {
 	.ops_set = nullptr,
 };
 
+/* The endpoint kind follows the domain's fabric. */
+int ep_open_any(fid_domain *df, fi_info *info, fid_ep **ep, void *context)
+{
+	Domain *d = fid_to<Domain>(&df->fid);
+	if (!d)
+		return -FI_EINVAL;
+	return d->rdm ? rdm::ep_open(df, info, ep, context) : direct::ep_open(df, info, ep, context);
+}
+
 fi_ops_domain g_domain_ops = [] {
 	fi_ops_domain o{};
 	o.size = sizeof(fi_ops_domain);
 	o.av_open = av_open;
 	o.cq_open = cq_open;
-	o.endpoint = direct::ep_open;
+	o.endpoint = ep_open_any;
 	o.scalable_ep = no_scalable_ep;
 	o.cntr_open = cntr_open;
 	o.poll_open = no_poll_open;
@@ -148,6 +158,7 @@ int domain_open(fid_fabric *f, fi_info *info, fid_domain **out, void *context)
 	d->mr_mode = info->domain_attr->mr_mode;
 	d->threading = info->domain_attr->threading;
 	d->rx_cq_data = info->mode & FI_RX_CQ_DATA;
+	d->rdm = !fab->direct;
 	fab->hdr.children++;
 	*out = &d->dom;
 	return 0;

@@ -29,6 +29,7 @@ struct Domain {
 	int mr_mode;
 	fi_threading threading;
 	bool rx_cq_data; /* FI_RX_CQ_DATA mode: remote CQ data consumes posted receives */
+	bool rdm;	 /* a domain of the efa fabric (RDM protocol endpoints) */
 
 	/* A shared address handle. */
 	struct AhRef {
@@ -37,6 +38,7 @@ struct Domain {
 	};
 	std::mutex lock;
 	std::unordered_map<std::string, std::unique_ptr<AhRef>> ahs; /* by raw GID */
+	std::unordered_map<uint64_t, struct Mr *> mr_keys;	   /* efa fabric: by key */
 
 	/* The AH towards `gid` (created on first use); release it with put_ah. */
 	AhRef *get_ah(const uint8_t gid[16], int *err);

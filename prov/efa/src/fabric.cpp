@@ -84,11 +84,6 @@ int fabric_open(fi_fabric_attr *attr, fid_fabric **out, void *context)
 			 kRdmFabric);
 		return -FI_EINVAL;
 	}
-	if (!direct) {
-		EFA_WARN(Fabric, "the '%s' fabric (RDM protocol) is not available yet; use '%s'", kRdmFabric,
-			 kDirectFabric);
-		return -FI_ENODATA;
-	}
 	auto *fab = new Fabric();
 	fab->hdr.magic = Fabric::kMagic;
 	fab->fab.fid.fclass = FI_CLASS_FABRIC;

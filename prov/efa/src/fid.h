@@ -37,6 +37,7 @@ enum class Magic : uint64_t {
 	Cq,
 	Cntr,
 	Ep,
+	RdmEp,
 	Dead = 0xefadeadefadeadef,
 };
 
@@ -61,7 +62,8 @@ constexpr size_t fclass_of(Magic m)
 	case Magic::Mr: return FI_CLASS_MR;
 	case Magic::Cq: return FI_CLASS_CQ;
 	case Magic::Cntr: return FI_CLASS_CNTR;
-	case Magic::Ep: return FI_CLASS_EP;
+	case Magic::Ep:
+	case Magic::RdmEp: return FI_CLASS_EP;
 	default: return FI_CLASS_UNSPEC;
 	}
 }

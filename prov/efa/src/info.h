@@ -4,7 +4,7 @@
  * that tailors them to the application's hints.
  *
  * Order of the list: every efa-direct info (one per device, devices nearest to the
- * calling thread first), then the efa fabric's (when it exists). A hint that cannot be
+ * calling thread first), then every efa fabric info, as upstream orders them. A hint that cannot be
  * met drops the candidate; the reason is logged at debug level (FI_LOG_LEVEL=debug),
  * and when nothing is left fi_getinfo answers -FI_ENODATA.
  */
@@ -29,12 +29,36 @@ inline constexpr uint64_t kDirectTxCaps = FI_MSG | FI_SEND | FI_RMA | FI_READ | 
 inline constexpr uint64_t kDirectRxCaps = FI_MSG | FI_RECV | FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SOURCE |
 					  FI_LOCAL_COMM | FI_REMOTE_COMM;
 inline constexpr uint64_t kDirectMrMode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+inline constexpr uint64_t kRdmTxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_READ | FI_WRITE |
+				       FI_LOCAL_COMM | FI_REMOTE_COMM;
+inline constexpr uint64_t kRdmRxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ |
+				       FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE | FI_LOCAL_COMM |
+				       FI_REMOTE_COMM;
+/* FI_TAG_GENERIC of newer libfabric headers (absent from 1.17's): tag bits with the
+ * top bit set, which clients test to learn that all 64 bits are matched. */
+inline constexpr uint64_t kTagGeneric = 0xaaaaaaaaaaaaaaaaull;
+inline constexpr size_t kRdmQueueSize = 8192; /* operations in flight per endpoint and direction */
+inline constexpr size_t kRdmIovLimit = 4;
+/* What RMA and atomics need on the efa fabric; messages need no mr_mode bit. */
+inline constexpr uint64_t kRdmMrMode = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+inline constexpr uint64_t kRdmMsgOrder = FI_ORDER_SAS | FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW |
+					 FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
 inline constexpr uint64_t kTxOpFlags = FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
 				       FI_DELIVERY_COMPLETE | FI_MORE;
 inline constexpr uint64_t kRxOpFlags = FI_COMPLETION | FI_MORE;
+inline constexpr uint64_t kRdmRxOpFlags = FI_COMPLETION | FI_MORE | FI_MULTI_RECV;
 
 /* The efa-direct info of one device, untailored (free with fi_freeinfo). */
 fi_info *direct_prototype(const verbs::Device &dev);
+/* The efa fabric's info of one device, untailored. */
+fi_info *rdm_prototype(const verbs::Device &dev);
+
+/* Sizes of the efa fabric that getinfo reports and the endpoint honours. */
+struct RdmLimits {
+	size_t inject;	    /* tx_attr->inject_size: fits one eager packet with every header */
+	size_t max_atomic;  /* bytes of one atomic operation (ordered sizes) */
+};
+RdmLimits rdm_limits(const verbs::Device &dev);
 
 /*
  * A copy of `proto` narrowed to `hints` for API `version`, or null with `why` set when

@@ -15,6 +15,11 @@
  *  - threading, progress, resource management and AV type: any value the provider can
  *    serve is granted as asked.
  * Each failure names the field in `why` (logged at debug level by the caller).
+ *
+ * The fabrics differ in what they require and provide: efa-direct exposes the device as
+ * it is (FI_CONTEXT2 and FI_MR_LOCAL required, nothing ordered, messages up to the MTU);
+ * the efa fabric requires no mode, needs mr_mode bits only for RMA and atomics, orders
+ * send-after-send and atomics, and has no size limit.
  */
 #include "info.h"
 
@@ -82,6 +87,11 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 	info->fabric_attr->api_version = version;
 	if (!hints)
 		return info;
+	const bool direct = !strcmp(info->fabric_attr->name, kDirectFabric);
+	const uint64_t tx_mask = direct ? kDirectTxCaps : kRdmTxCaps;
+	const uint64_t rx_mask = direct ? kDirectRxCaps : kRdmRxCaps;
+	const char *fabric = info->fabric_attr->name;
+	constexpr uint64_t kRmaCaps = FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 
 	/* ---- endpoint type, address format, names */
 	if (hints->ep_attr && hints->ep_attr->type != FI_EP_UNSPEC && hints->ep_attr->type != info->ep_attr->type)
@@ -114,7 +124,7 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 	const uint64_t accepted = hints->mode;
 	if ((prov_mode & FI_CONTEXT2) && !(accepted & FI_CONTEXT2))
 		return fail("mode: FI_CONTEXT2 required (the application must pass a struct fi_context2 per operation)");
-	uint64_t mode = FI_CONTEXT2;
+	uint64_t mode = prov_mode & FI_CONTEXT2;
 	if (prov_mode & FI_RX_CQ_DATA) {
 		/* Remote CQ data needs posted receives on this device. */
 		if (accepted & FI_RX_CQ_DATA)
@@ -126,14 +136,29 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 	}
 
 	/* ---- memory registration */
-	const int prov_mr = info->domain_attr->mr_mode;
+	int prov_mr = info->domain_attr->mr_mode;
 	const int user_mr = hints->domain_attr ? hints->domain_attr->mr_mode : 0;
+	if (!direct) {
+		/* Only RMA and atomics need registration modes; without them, drop those
+		 * capabilities unless the application asked for them. */
+		const bool basic = FI_VERSION_LT(version, FI_VERSION(1, 5)) ? user_mr != FI_MR_SCALABLE
+									    : ((user_mr & FI_MR_BASIC) ||
+									       (user_mr & prov_mr) == prov_mr);
+		if (!basic) {
+			if (hints->caps & (FI_RMA | FI_ATOMIC))
+				return fail("mr_mode %#x: RMA and atomics need FI_MR_ALLOCATED | FI_MR_PROV_KEY | "
+					    "FI_MR_VIRT_ADDR", user_mr);
+			caps &= ~kRmaCaps;
+		}
+		if (!(caps & (FI_RMA | FI_ATOMIC)))
+			prov_mr = 0;
+	}
 	if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
 		if (user_mr == FI_MR_SCALABLE)
 			return fail("mr_mode FI_MR_SCALABLE: keys are provider-chosen virtual-address regions");
 		if ((prov_mr & FI_MR_LOCAL) && !(accepted & FI_LOCAL_MR))
 			return fail("mode: FI_LOCAL_MR required (API < 1.5)");
-		info->domain_attr->mr_mode = FI_MR_BASIC;
+		info->domain_attr->mr_mode = prov_mr ? FI_MR_BASIC : FI_MR_UNSPEC;
 		mode |= (prov_mr & FI_MR_LOCAL) ? FI_LOCAL_MR : 0;
 	} else {
 		int user = user_mr;
@@ -145,7 +170,8 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 			user |= FI_MR_LOCAL;
 		if ((user & prov_mr) != prov_mr)
 			return fail("mr_mode %#x lacks the required %#x", user_mr, prov_mr & ~user);
-		info->domain_attr->mr_mode = prov_mr;
+		/* The efa fabric takes descriptors when the application offers them. */
+		info->domain_attr->mr_mode = prov_mr | (direct ? 0 : user & FI_MR_LOCAL);
 	}
 	info->mode = mode;
 
@@ -194,7 +220,7 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 	/* ---- endpoint */
 	fi_ep_attr &ep = *info->ep_attr;
 	const bool rma = caps & FI_RMA;
-	if (!rma) {
+	if (direct && !rma) {
 		/* Without RMA the largest operation is one send. */
 		ep.max_msg_size = info->nic && info->nic->link_attr ? info->nic->link_attr->mtu : ep.max_msg_size;
 	}
@@ -207,8 +233,12 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 			return fail("max_msg_size %zu > %zu", h->max_msg_size, ep.max_msg_size);
 		if (h->max_msg_size)
 			ep.max_msg_size = h->max_msg_size;
-		if (h->max_order_raw_size || h->max_order_war_size || h->max_order_waw_size)
-			return fail("ordered RMA sizes: efa-direct orders nothing");
+		if (h->max_order_raw_size > ep.max_order_raw_size || h->max_order_war_size > ep.max_order_war_size ||
+		    h->max_order_waw_size > ep.max_order_waw_size)
+			return fail("ordered sizes above %zu bytes (%s)", ep.max_order_raw_size, fabric);
+		/* Matching compares all 64 bits: any tag format the application chooses fits. */
+		if (!direct && h->mem_tag_format)
+			ep.mem_tag_format = h->mem_tag_format;
 		if (h->tx_ctx_cnt > 1 || h->rx_ctx_cnt > 1)
 			return fail("tx_ctx_cnt/rx_ctx_cnt %zu/%zu: no scalable endpoints", h->tx_ctx_cnt, h->rx_ctx_cnt);
 		if (h->auth_key_size)
@@ -217,13 +247,13 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 
 	/* ---- transmit */
 	fi_tx_attr &tx = *info->tx_attr;
-	tx.caps = caps & kDirectTxCaps;
+	tx.caps = caps & tx_mask;
 	tx.mode = info->mode;
 	if (const fi_tx_attr *h = hints->tx_attr) {
-		if (h->caps & ~(prov_caps & kDirectTxCaps))
+		if (h->caps & ~(prov_caps & tx_mask))
 			return fail("tx_attr->caps %#lx", (unsigned long)h->caps);
 		if (h->caps)
-			tx.caps = expand_caps(h->caps, prov_caps) & kDirectTxCaps;
+			tx.caps = expand_caps(h->caps, caps) & tx_mask;
 		if ((prov_mode & FI_CONTEXT2) && !(app_modes(h->mode, accepted) & FI_CONTEXT2))
 			return fail("tx_attr->mode lacks FI_CONTEXT2");
 		if (h->op_flags & ~kTxOpFlags)
@@ -231,14 +261,18 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 		if (h->op_flags)
 			tx.op_flags = h->op_flags;
 		if (h->msg_order & ~tx.msg_order)
-			return fail("tx_attr->msg_order %#lx: efa-direct orders nothing (use the efa fabric)",
-				    (unsigned long)h->msg_order);
+			return fail("tx_attr->msg_order %#lx: %s orders only %#lx%s", (unsigned long)h->msg_order, fabric,
+				    (unsigned long)tx.msg_order, direct ? " (use the efa fabric)" : "");
+		if (!direct && h->msg_order)
+			tx.msg_order = h->msg_order;
 		if (h->comp_order & ~tx.comp_order)
 			return fail("tx_attr->comp_order %#lx", (unsigned long)h->comp_order);
 		if (h->inject_size) {
-			/* Above the basic inline size, wide work requests carry up to max_inject. */
-			if (h->inject_size > std::max(tx.inject_size, max_inject))
-				return fail("inject_size %zu > %zu", h->inject_size, std::max(tx.inject_size, max_inject));
+			/* efa-direct: above the basic inline size, wide work requests carry up to
+			 * max_inject. efa: what one eager packet carries. */
+			const size_t most = direct ? std::max(tx.inject_size, max_inject) : tx.inject_size;
+			if (h->inject_size > most)
+				return fail("inject_size %zu > %zu", h->inject_size, most);
 			tx.inject_size = h->inject_size;
 		}
 		if (h->size > tx.size)
@@ -255,23 +289,26 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 
 	/* ---- receive */
 	fi_rx_attr &rx = *info->rx_attr;
-	rx.caps = caps & kDirectRxCaps;
+	rx.caps = caps & rx_mask;
 	rx.mode = info->mode;
 	if (const fi_rx_attr *h = hints->rx_attr) {
-		if (h->caps & ~(prov_caps & kDirectRxCaps))
+		if (h->caps & ~(prov_caps & rx_mask))
 			return fail("rx_attr->caps %#lx", (unsigned long)h->caps);
 		if (h->caps)
-			rx.caps = expand_caps(h->caps, prov_caps) & kDirectRxCaps;
+			rx.caps = expand_caps(h->caps, caps) & rx_mask;
 		if ((prov_mode & FI_CONTEXT2) && !(app_modes(h->mode, accepted) & FI_CONTEXT2))
 			return fail("rx_attr->mode lacks FI_CONTEXT2");
-		if (h->op_flags & ~kRxOpFlags)
-			return fail("rx_attr->op_flags %#lx (no multi-receive on efa-direct)",
-				    (unsigned long)(h->op_flags & ~kRxOpFlags));
+		const uint64_t rx_flags = direct ? kRxOpFlags : kRdmRxOpFlags;
+		if (h->op_flags & ~rx_flags)
+			return fail("rx_attr->op_flags %#lx%s", (unsigned long)(h->op_flags & ~rx_flags),
+				    direct ? " (no multi-receive on efa-direct)" : "");
 		if (h->op_flags)
 			rx.op_flags = h->op_flags;
 		if (h->msg_order & ~rx.msg_order)
-			return fail("rx_attr->msg_order %#lx: efa-direct orders nothing (use the efa fabric)",
-				    (unsigned long)h->msg_order);
+			return fail("rx_attr->msg_order %#lx: %s orders only %#lx%s", (unsigned long)h->msg_order, fabric,
+				    (unsigned long)rx.msg_order, direct ? " (use the efa fabric)" : "");
+		if (!direct && h->msg_order)
+			rx.msg_order = h->msg_order;
 		if (h->comp_order & ~rx.comp_order)
 			return fail("rx_attr->comp_order %#lx", (unsigned long)h->comp_order);
 		if (h->size > rx.size)

@@ -5,8 +5,14 @@
  * remote addresses are virtual addresses (FI_MR_VIRT_ADDR).
  *
  * Access: local writes (receives, RDMA read targets) always allowed; FI_REMOTE_READ and
- * FI_REMOTE_WRITE become the device's remote access, refused with -FI_EOPNOTSUPP on a
- * device that cannot serve them.
+ * FI_REMOTE_WRITE become the device's remote access. On efa-direct a device that cannot
+ * serve them refuses them (-FI_EOPNOTSUPP); on the efa fabric the protocol emulates
+ * RMA, so the access is recorded for its checks and the device gets what it has.
+ *
+ * Keys: the device rkey when the domain's mr_mode has FI_MR_PROV_KEY (or is
+ * FI_MR_BASIC); otherwise (the efa fabric without RMA) the key the application
+ * requested, unique in the domain (-FI_ENOKEY if taken). The efa fabric's domains keep
+ * a key -> MR map for emulated RMA.
  */
 #include "domain.h"
 
@@ -27,6 +33,10 @@ int mr_close(fid_t f)
 		return -FI_EINVAL;
 	if (int ret = m->vmr.reset())
 		return -ret;
+	{
+		std::lock_guard<std::mutex> g(m->dom->lock);
+		m->dom->mr_keys.erase(m->mr.key);
+	}
 	m->dom->hdr.children--;
 	retire(m);
 	return 0;
@@ -50,8 +60,8 @@ fi_ops g_mr_fi_ops = {
 	.ops_set = nullptr,
 };
 
-int do_reg(Domain *d, const void *buf, size_t len, uint64_t access, uint64_t offset, uint64_t flags, void *context,
-	   fid_mr **out)
+int do_reg(Domain *d, const void *buf, size_t len, uint64_t access, uint64_t offset, uint64_t requested_key,
+	   uint64_t flags, void *context, fid_mr **out)
 {
 	if (!out || (len && !buf))
 		return -FI_EINVAL;
@@ -68,18 +78,28 @@ int do_reg(Domain *d, const void *buf, size_t len, uint64_t access, uint64_t off
 		access = FI_SEND | FI_RECV;
 	int ibv = IBV_ACCESS_LOCAL_WRITE;
 	if (access & FI_REMOTE_READ) {
-		if (!d->dev->rdma_read()) {
+		if (!d->dev->rdma_read() && !d->rdm) {
 			EFA_WARN(Mr, "%s has no RDMA read: FI_REMOTE_READ cannot be granted", d->dev->name().c_str());
 			return -FI_EOPNOTSUPP;
 		}
-		ibv |= IBV_ACCESS_REMOTE_READ;
+		if (d->dev->rdma_read())
+			ibv |= IBV_ACCESS_REMOTE_READ;
 	}
 	if (access & FI_REMOTE_WRITE) {
-		if (!d->dev->rdma_write()) {
+		if (!d->dev->rdma_write() && !d->rdm) {
 			EFA_WARN(Mr, "%s has no RDMA write: FI_REMOTE_WRITE cannot be granted", d->dev->name().c_str());
 			return -FI_EOPNOTSUPP;
 		}
-		ibv |= IBV_ACCESS_REMOTE_WRITE;
+		if (d->dev->rdma_write())
+			ibv |= IBV_ACCESS_REMOTE_WRITE;
+	}
+	const bool prov_key = (d->mr_mode & FI_MR_PROV_KEY) || d->mr_mode == FI_MR_BASIC;
+	if (!prov_key) {
+		std::lock_guard<std::mutex> g(d->lock);
+		if (d->mr_keys.count(requested_key)) {
+			EFA_WARN(Mr, "fi_mr_reg: key %#lx is in use in this domain", (unsigned long)requested_key);
+			return -FI_ENOKEY;
+		}
 	}
 	auto vmr = verbs::Mr::reg(d->pd, const_cast<void *>(buf), len, ibv);
 	if (!vmr.ok())
@@ -95,19 +115,23 @@ int do_reg(Domain *d, const void *buf, size_t len, uint64_t access, uint64_t off
 	m->addr = reinterpret_cast<uintptr_t>(buf);
 	m->len = len;
 	m->mr.mem_desc = m;
-	m->mr.key = m->vmr.rkey();
+	m->mr.key = prov_key ? m->vmr.rkey() : requested_key;
+	if (d->rdm) {
+		std::lock_guard<std::mutex> g(d->lock);
+		d->mr_keys[m->mr.key] = m;
+	}
 	d->hdr.children++;
 	*out = &m->mr;
 	return 0;
 }
 
-int mr_reg(fid_t f, const void *buf, size_t len, uint64_t access, uint64_t offset, uint64_t /*requested_key*/,
+int mr_reg(fid_t f, const void *buf, size_t len, uint64_t access, uint64_t offset, uint64_t requested_key,
 	   uint64_t flags, fid_mr **mr, void *context)
 {
 	Domain *d = fid_to<Domain>(f);
 	if (!d)
 		return -FI_EINVAL;
-	return do_reg(d, buf, len, access, offset, flags, context, mr);
+	return do_reg(d, buf, len, access, offset, requested_key, flags, context, mr);
 }
 
 int mr_regv(fid_t f, const iovec *iov, size_t count, uint64_t access, uint64_t offset, uint64_t requested_key,

@@ -23,7 +23,25 @@ struct fi_provider;
 	  "the library search path)")                                                                       \
 	X(iface, "iface", STR, "all",                                                                       \
 	  "Comma-separated list of device names the provider may use (for example efasim0,rdmap16s27), or " \
-	  "'all'")
+	  "'all'")                                                                                          \
+	X(rx_pkt_pool_size, "rx_pkt_pool_size", SIZE, "256",                                                  \
+	  "efa fabric: receive packet buffers (one MTU each) an endpoint keeps posted to its device; "       \
+	  "more absorb bursts from many peers without receiver-not-ready retries")                           \
+	X(tx_pkt_pool_size, "tx_pkt_pool_size", SIZE, "256",                                                  \
+	  "efa fabric: transmit packet buffers (one MTU each) per endpoint, the packets it can have in "     \
+	  "flight; sends return -FI_EAGAIN when they are all in use")                                        \
+	X(tx_min_credits, "tx_min_credits", SIZE, "32",                                                       \
+	  "efa fabric: packets a long message's receiver allows per clear-to-send window")                 \
+	X(recvwin_size, "recvwin_size", SIZE, "16384",                                                        \
+	  "efa fabric: reorder window per peer, in messages (a power of two); requests further ahead wait " \
+	  "on an overflow list")                                                                            \
+	X(max_medium_msg_size, "inter_max_medium_message_size", SIZE, "65536",                                \
+	  "efa fabric: largest message sent with the medium protocol (all packets at once); larger ones "   \
+	  "use clear-to-send flow control")                                                                 \
+	X(timeout_interval, "timeout_interval", SIZE, "0",                                                    \
+	  "efa fabric: first backoff after a receiver-not-ready, in microseconds (0: random 40-120)")       \
+	X(max_timeout, "max_timeout", SIZE, "1000000",                                                        \
+	  "efa fabric: longest backoff after repeated receiver-not-ready, in microseconds")
 
 namespace efa {
 

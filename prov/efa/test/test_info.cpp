@@ -54,10 +54,11 @@ struct Case {
 	uint32_t version = FI_VERSION(1, 17);
 };
 
-fi_info *run(const Case &c, std::string *why)
+fi_info *run(const Case &c, std::string *why, fi_info *(*prototype)(const verbs::Device &) = direct_prototype,
+	     fi_info *(*hints_of)() = good_hints)
 {
-	fi_info *proto = direct_prototype(dev());
-	fi_info *hints = good_hints();
+	fi_info *proto = prototype(dev());
+	fi_info *hints = hints_of();
 	c.edit(hints);
 	fi_info *out = tailor(proto, hints, c.version, dev().inline_size_ex(), why);
 	fi_freeinfo(hints);
@@ -138,7 +139,7 @@ Test(info, hints_table)
 		{"dgram endpoint", [](fi_info *h) { h->ep_attr->type = FI_EP_DGRAM; }, false},
 		{"addr format sockaddr", [](fi_info *h) { h->addr_format = FI_SOCKADDR_IN; }, false},
 		{"fabric efa-direct", [](fi_info *h) { h->fabric_attr->name = strdup("efa-direct"); }, true},
-		{"fabric efa (the RDM fabric)", [](fi_info *h) { h->fabric_attr->name = strdup("efa"); }, false},
+		{"fabric efa: not this prototype", [](fi_info *h) { h->fabric_attr->name = strdup("efa"); }, false},
 		{"prov_name efa", [](fi_info *h) { h->fabric_attr->prov_name = strdup("efa"); }, true},
 		{"prov_name tcp", [](fi_info *h) { h->fabric_attr->prov_name = strdup("tcp"); }, false},
 		{"domain name", [](fi_info *h) { h->domain_attr->name = strdup("efasim0-rdm"); }, true},
@@ -261,10 +262,13 @@ Test(info, build_infos_addresses)
 {
 	std::vector<const verbs::Device *> devs{&dev()};
 	fi_info *out = nullptr;
-	/* no hints: the prototype */
+	/* no hints: the prototypes, efa-direct first as upstream orders them */
 	cr_assert_eq(build_infos(FI_VERSION(1, 17), nullptr, nullptr, 0, nullptr, devs, &out), 0);
 	cr_assert_not_null(out);
-	cr_assert_null(out->next);
+	cr_assert_str_eq(out->fabric_attr->name, "efa-direct");
+	cr_assert_not_null(out->next);
+	cr_assert_str_eq(out->next->fabric_attr->name, "efa");
+	cr_assert_null(out->next->next);
 	fi_freeinfo(out);
 	/* a raw dest_addr in hints is copied (fi_pingpong's client) */
 	RawAddr peer{};
@@ -332,4 +336,145 @@ Test(info, error_table)
 	cr_assert_str_eq(efa_status_name(14), "REMOTE_ERROR_UNKNOWN_PEER");
 	cr_assert_null(efa_status_name(16));
 	cr_assert(std::string(efa_status_msg(10)).find("Receiver not ready") == 0);
+}
+
+namespace {
+
+/* What Open MPI's mtl/ofi asks (clients.md 1.2): tagged, FI_CONTEXT, mr_mode 0. */
+fi_info *mtl_hints()
+{
+	fi_info *h = fi_allocinfo();
+	h->caps = FI_TAGGED | FI_DIRECTED_RECV;
+	h->mode = FI_CONTEXT;
+	h->ep_attr->type = FI_EP_RDM;
+	h->domain_attr->mr_mode = 0;
+	h->domain_attr->threading = FI_THREAD_DOMAIN;
+	h->domain_attr->resource_mgmt = FI_RM_ENABLED;
+	h->tx_attr->msg_order = FI_ORDER_SAS;
+	h->rx_attr->msg_order = FI_ORDER_SAS;
+	return h;
+}
+
+void check_table(const Case *cases, size_t n, fi_info *(*hints_of)())
+{
+	for (size_t k = 0; k < n; k++) {
+		const Case &c = cases[k];
+		std::string why;
+		fi_info *out = run(c, &why, rdm_prototype, hints_of);
+		if (c.ok)
+			cr_expect_not_null(out, "%s: refused (%s)", c.name, why.c_str());
+		else
+			cr_expect_null(out, "%s: accepted", c.name);
+		if (!c.ok)
+			cr_expect(!why.empty(), "%s: no reason given", c.name);
+		fi_freeinfo(out);
+	}
+}
+
+} // namespace
+
+Test(info, prototype_of_the_efa_fabric)
+{
+	fi_info *i = rdm_prototype(dev());
+	cr_assert_str_eq(i->fabric_attr->name, "efa");
+	cr_assert_null(i->fabric_attr->prov_name);
+	cr_assert_str_eq(i->domain_attr->name, "efasim0-rdm");
+	const uint64_t want = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ |
+			      FI_REMOTE_WRITE | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE |
+			      FI_LOCAL_COMM | FI_REMOTE_COMM;
+	cr_assert_eq(i->caps, want);
+	cr_assert_eq(i->mode, 0u, "no mode required");
+	cr_assert_eq(i->domain_attr->mr_mode, int(FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR));
+	cr_assert_eq(i->tx_attr->msg_order & FI_ORDER_SAS, uint64_t(FI_ORDER_SAS));
+	cr_assert_eq(i->ep_attr->max_msg_size, SIZE_MAX);
+	cr_assert(i->ep_attr->mem_tag_format >> 63, "tag format with the top bit set");
+	cr_assert_eq(i->domain_attr->cq_data_size, 4u);
+	cr_assert_eq(i->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+	cr_assert_eq(i->domain_attr->threading, FI_THREAD_SAFE);
+	cr_assert_eq(i->tx_attr->iov_limit, 4u);
+	cr_assert_eq(i->rx_attr->iov_limit, 4u);
+	cr_assert_eq(i->tx_attr->rma_iov_limit, 1u);
+	cr_assert_gt(i->tx_attr->inject_size, 32u, "an eager packet, not the device's inline size");
+	cr_assert_leq(i->tx_attr->inject_size, 4096u);
+	cr_assert_gt(i->ep_attr->max_order_waw_size, 0u);
+	cr_assert_eq(i->ep_attr->protocol_version, 1u);
+	fi_freeinfo(i);
+}
+
+Test(info, efa_fabric_hints_table)
+{
+	const Case cases[] = {
+		{"Open MPI mtl/ofi hints", [](fi_info *) {}, true},
+		{"every cap", [](fi_info *h) { h->caps = FI_MSG | FI_TAGGED | FI_MULTI_RECV | FI_SOURCE | FI_DIRECTED_RECV; }, true},
+		{"RMA with mr_mode 0", [](fi_info *h) { h->caps |= FI_RMA; }, false},
+		{"atomics with mr_mode 0", [](fi_info *h) { h->caps |= FI_ATOMIC; }, false},
+		{"RMA with the three bits",
+		 [](fi_info *h) {
+			 h->caps |= FI_RMA | FI_ATOMIC;
+			 h->domain_attr->mr_mode = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+		 },
+		 true},
+		{"RMA with FI_MR_BASIC", [](fi_info *h) { h->caps |= FI_RMA; h->domain_attr->mr_mode = FI_MR_BASIC; }, true},
+		{"mode 0", [](fi_info *h) { h->mode = 0; }, true},
+		{"FI_CONTEXT2", [](fi_info *h) { h->mode = FI_CONTEXT2; }, true},
+		{"all orderings it has",
+		 [](fi_info *h) {
+			 h->tx_attr->msg_order = FI_ORDER_SAS | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAW;
+		 },
+		 true},
+		{"RMA ordering it lacks", [](fi_info *h) { h->tx_attr->msg_order = FI_ORDER_RAW; }, false},
+		{"threading safe", [](fi_info *h) { h->domain_attr->threading = FI_THREAD_SAFE; }, true},
+		{"threading completion", [](fi_info *h) { h->domain_attr->threading = FI_THREAD_COMPLETION; }, true},
+		{"RM disabled", [](fi_info *h) { h->domain_attr->resource_mgmt = FI_RM_DISABLED; }, true},
+		{"av map", [](fi_info *h) { h->domain_attr->av_type = FI_AV_MAP; }, true},
+		{"max_msg_size 1 TiB", [](fi_info *h) { h->ep_attr->max_msg_size = size_t(1) << 40; }, true},
+		{"multi recv op flag", [](fi_info *h) { h->rx_attr->op_flags = FI_MULTI_RECV; }, true},
+		{"inject 4096", [](fi_info *h) { h->tx_attr->inject_size = 4096; }, true},
+		{"inject 1 MiB", [](fi_info *h) { h->tx_attr->inject_size = 1 << 20; }, false},
+		{"iov_limit 4", [](fi_info *h) { h->tx_attr->iov_limit = 4; }, true},
+		{"iov_limit 5", [](fi_info *h) { h->rx_attr->iov_limit = 5; }, false},
+		{"fabric efa", [](fi_info *h) { h->fabric_attr->name = strdup("efa"); }, true},
+		{"fabric efa-direct", [](fi_info *h) { h->fabric_attr->name = strdup("efa-direct"); }, false},
+		{"dgram endpoint", [](fi_info *h) { h->ep_attr->type = FI_EP_DGRAM; }, false},
+		{"cq_data_size 8", [](fi_info *h) { h->domain_attr->cq_data_size = 8; }, false},
+		{"a huge ordered size", [](fi_info *h) { h->ep_attr->max_order_waw_size = size_t(1) << 30; }, false},
+		{"API 1.4 with FI_MR_BASIC", [](fi_info *h) { h->domain_attr->mr_mode = FI_MR_BASIC; }, true,
+		 FI_VERSION(1, 4)},
+	};
+	check_table(cases, sizeof cases / sizeof cases[0], mtl_hints);
+}
+
+Test(info, efa_fabric_tailoring_results)
+{
+	std::string why;
+	/* mr_mode 0 without asking for RMA: RMA and atomics are dropped, nothing required */
+	Case mtl{"mtl", [](fi_info *) {}, true};
+	fi_info *i = run(mtl, &why, rdm_prototype, mtl_hints);
+	cr_assert_not_null(i, "%s", why.c_str());
+	cr_assert_eq(i->domain_attr->mr_mode, 0);
+	cr_assert(i->caps & FI_TAGGED);
+	cr_assert(i->caps & FI_DIRECTED_RECV);
+	cr_assert_not(i->caps & (FI_RMA | FI_ATOMIC));
+	cr_assert_eq(i->mode, 0u, "FI_CONTEXT offered, not needed");
+	cr_assert_eq(i->tx_attr->msg_order, uint64_t(FI_ORDER_SAS), "ordering as asked");
+	cr_assert_eq(i->domain_attr->threading, FI_THREAD_DOMAIN);
+	fi_freeinfo(i);
+	/* FI_MR_LOCAL offered: kept, with what RMA needs */
+	Case local{"local",
+		   [](fi_info *h) {
+			   h->caps |= FI_RMA;
+			   h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ENDPOINT | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+						     FI_MR_VIRT_ADDR;
+		   },
+		   true};
+	i = run(local, &why, rdm_prototype, mtl_hints);
+	cr_assert_not_null(i, "%s", why.c_str());
+	cr_assert_eq(i->domain_attr->mr_mode, int(FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR));
+	fi_freeinfo(i);
+	/* no hints at all: everything */
+	fi_info *proto = rdm_prototype(dev());
+	i = tailor(proto, nullptr, FI_VERSION(1, 17), 80, &why);
+	cr_assert(i->caps & FI_ATOMIC);
+	fi_freeinfo(i);
+	fi_freeinfo(proto);
 }

@@ -9,7 +9,6 @@
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_tagged.h>
 
-#include <sys/random.h>
 
 #include <cstring>
 
@@ -50,18 +49,6 @@ void OpPool::put(Op *op)
 
 namespace {
 
-uint32_t random_qkey()
-{
-	/* QKEYs at or above 0x80000000 are privileged; 0 is what a stale address has. */
-	uint32_t k = 0;
-	while (!k) {
-		if (getrandom(&k, sizeof k, GRND_NONBLOCK) != sizeof k)
-			k = uint32_t(getpid()) * 2654435761u ^ uint32_t(time(nullptr));
-		k &= 0x7fffffffu;
-	}
-	return k;
-}
-
 Ep *ep_of(fid_t f) { return fid_to<Ep>(f); }
 
 /* ------------------------------------------------------------------ fi_ops */
@@ -75,69 +62,7 @@ int ep_close(fid_t f)
 int ep_bind(fid_t f, fid_t bf, uint64_t flags)
 {
 	Ep *ep = ep_of(f);
-	if (!ep || !bf)
-		return -FI_EINVAL;
-	if (ep->enabled) {
-		EFA_WARN(EpCtrl, "fi_ep_bind after fi_enable");
-		return -FI_EINVAL;
-	}
-	switch (bf->fclass) {
-	case FI_CLASS_AV: {
-		Av *av = fid_to<Av>(bf);
-		if (!av || av->dom != ep->dom || flags)
-			return -FI_EINVAL;
-		if (ep->av)
-			return -FI_EINVAL;
-		ep->av = av;
-		av->hdr.children++;
-		return 0;
-	}
-	case FI_CLASS_CQ: {
-		Cq *cq = fid_to<Cq>(bf);
-		if (!cq || cq->dom != ep->dom || (flags & ~uint64_t(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) ||
-		    !(flags & (FI_TRANSMIT | FI_RECV)))
-			return -FI_EINVAL;
-		if (((flags & FI_TRANSMIT) && ep->tx_cq) || ((flags & FI_RECV) && ep->rx_cq))
-			return -FI_EINVAL;
-		if (flags & FI_TRANSMIT) {
-			ep->tx_cq = cq;
-			ep->tx_selective = flags & FI_SELECTIVE_COMPLETION;
-			cq->hdr.children++;
-		}
-		if (flags & FI_RECV) {
-			ep->rx_cq = cq;
-			ep->rx_selective = flags & FI_SELECTIVE_COMPLETION;
-			cq->hdr.children++;
-		}
-		return 0;
-	}
-	case FI_CLASS_CNTR: {
-		Cntr *c = fid_to<Cntr>(bf);
-		constexpr uint64_t kEvents = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-		if (!c || c->dom != ep->dom || !flags || (flags & ~kEvents))
-			return -FI_EINVAL;
-		const uint64_t bits[kCntrCount] = {FI_SEND, FI_RECV, FI_READ, FI_WRITE, FI_REMOTE_READ, FI_REMOTE_WRITE};
-		for (int i = 0; i < kCntrCount; i++) {
-			if (!(flags & bits[i]))
-				continue;
-			if (ep->cntr[i])
-				ep->cntr[i]->hdr.children--;
-			ep->cntr[i] = c;
-			c->hdr.children++;
-		}
-		return 0;
-	}
-	case FI_CLASS_EQ: {
-		Eq *eq = fid_to<Eq>(bf);
-		if (!eq || ep->eq)
-			return -FI_EINVAL;
-		ep->eq = eq; /* RDM endpoints raise no events */
-		eq->hdr.children++;
-		return 0;
-	}
-	default:
-		return -FI_ENOSYS;
-	}
+	return ep ? ep->bind(bf, flags) : -FI_EINVAL;
 }
 
 int ep_control(fid_t f, int command, void *)
@@ -277,22 +202,7 @@ fi_ops_ep g_ep_ops = {
 int ep_getname(fid_t f, void *addr, size_t *addrlen)
 {
 	Ep *ep = ep_of(f);
-	if (!ep || !addrlen)
-		return -FI_EINVAL;
-	if (!ep->enabled) {
-		EFA_WARN(EpCtrl, "fi_getname: the address exists once the endpoint is enabled (fi_enable)");
-		return -FI_EOPBADSTATE;
-	}
-	const size_t have = *addrlen;
-	*addrlen = kAddrLen;
-	if (have < kAddrLen || !addr)
-		return -FI_ETOOSMALL;
-	RawAddr a{};
-	std::memcpy(a.gid, ep->dom->dev->gid().raw, 16);
-	a.qpn = uint16_t(ep->qp.qpn());
-	a.qkey = ep->qkey;
-	std::memcpy(addr, &a, kAddrLen);
-	return 0;
+	return ep ? ep->getname(addr, addrlen) : -FI_EINVAL;
 }
 
 int no_setname(fid_t, void *, size_t) { return -FI_ENOSYS; }
@@ -365,18 +275,9 @@ int Ep::enable()
 {
 	if (enabled)
 		return -FI_EINVAL;
-	if (!av) {
-		EFA_WARN(EpCtrl, "fi_enable: bind an address vector first");
-		return -FI_ENOAV;
-	}
-	const bool needs_tx = info->caps & (FI_SEND | FI_READ | FI_WRITE);
-	const bool needs_rx = info->caps & (FI_RECV | FI_REMOTE_WRITE);
-	if ((needs_tx && !tx_cq) || (needs_rx && !rx_cq) || (!tx_cq && !rx_cq)) {
-		EFA_WARN(EpCtrl, "fi_enable: bind a CQ for %s", !tx_cq ? "FI_TRANSMIT" : "FI_RECV");
-		return -FI_ENOCQ;
-	}
-	Cq *scq = tx_cq ? tx_cq : rx_cq;
-	Cq *rcq = rx_cq ? rx_cq : tx_cq;
+	if (int r = check_bindings())
+		return r;
+	Cq *scq = send_cq(), *rcq = recv_cq();
 	const verbs::Device &dev = *dom->dev;
 	qkey = random_qkey();
 	verbs::QpAttr qa;
@@ -405,16 +306,7 @@ int Ep::enable()
 	bounce_mr = mr.take();
 	tx.init(feat.sq_depth, bounce.data(), slot);
 	rx.init(feat.rq_depth, nullptr, 0);
-	scq->attach(&hook);
-	if (rcq != scq)
-		rcq->attach(&hook);
-	for (Cntr *c : cntr) {
-		if (!c)
-			continue;
-		c->add_cq(scq);
-		if (rcq != scq)
-			c->add_cq(rcq);
-	}
+	attach(&hook);
 	enabled = true;
 	EFA_DBG(EpCtrl, "efa-direct endpoint %s: QP %u, qkey %#x, inject %zu, sq %u, rq %u", dev.name().c_str(), qp.qpn(),
 		qkey, inject_size, feat.sq_depth, feat.rq_depth);
@@ -425,20 +317,8 @@ int Ep::close()
 {
 	if (hdr.children.load())
 		return -FI_EBUSY;
-	Cq *scq = tx_cq ? tx_cq : rx_cq;
-	Cq *rcq = rx_cq ? rx_cq : tx_cq;
 	if (enabled) {
-		for (Cntr *c : cntr) {
-			if (!c)
-				continue;
-			c->remove_cq(scq);
-			if (rcq != scq)
-				c->remove_cq(rcq);
-		}
-		if (scq)
-			scq->detach(&hook);
-		if (rcq && rcq != scq)
-			rcq->detach(&hook);
+		detach(&hook);
 		qp = verbs::Qp(); /* destroys the QP: its work is flushed without completions */
 		/* Slots held by work that will never complete go back to the CQs. */
 		if (tx_cq)
@@ -448,20 +328,7 @@ int Ep::close()
 		bounce_mr = verbs::Mr();
 		enabled = false;
 	}
-	for (Cntr *c : cntr)
-		if (c)
-			c->hdr.children--;
-	if (tx_cq)
-		tx_cq->hdr.children--;
-	if (rx_cq)
-		rx_cq->hdr.children--;
-	if (av)
-		av->hdr.children--;
-	if (eq)
-		eq->hdr.children--;
-	fi_freeinfo(info);
-	info = nullptr;
-	dom->hdr.children--;
+	release_bindings();
 	retire(this);
 	return 0;
 }

@@ -12,10 +12,7 @@
 #ifndef EFA_DIRECT_EP_H
 #define EFA_DIRECT_EP_H
 
-#include "av.h"
-#include "cntr.h"
-#include "cq.h"
-#include "verbs/qp.h"
+#include "ep_base.h"
 
 #include <rdma/fi_rma.h>
 
@@ -71,32 +68,12 @@ private:
 	Ep *ep_;
 };
 
-enum CntrIdx { kCntrSend, kCntrRecv, kCntrRead, kCntrWrite, kCntrRemoteRead, kCntrRemoteWrite, kCntrCount };
-
-struct Ep {
-	fid_ep ep; /* first */
-	ObjHeader hdr;
+struct Ep : EpBase {
 	static constexpr Magic kMagic = Magic::Ep;
 
-	Domain *dom;
-	fi_info *info;
-	Av *av = nullptr;
-	Eq *eq = nullptr;
-	Cq *tx_cq = nullptr;
-	Cq *rx_cq = nullptr;
-	bool tx_selective = false;
-	bool rx_selective = false;
-	Cntr *cntr[kCntrCount] = {};
-
-	bool enabled = false;
-	uint8_t rnr_retry = 7;
-	uint64_t tx_op_flags;
-	uint64_t rx_op_flags;
 	size_t inject_size;
 	size_t mtu;
 	size_t max_rdma;
-	uint32_t qkey = 0;
-	verbs::Qp qp;
 	OpPool tx, rx;
 	std::vector<uint8_t> bounce;
 	verbs::Mr bounce_mr;
@@ -110,8 +87,6 @@ struct Ep {
 	ssize_t post_tx(OpKind kind, const iovec *iov, void **desc, size_t count, fi_addr_t dest,
 			const fi_rma_iov *rma, uint64_t data, void *context, uint64_t flags, bool completion);
 	ssize_t post_rx(const iovec *iov, void **desc, size_t count, void *context, bool completion);
-	bool tx_completion(uint64_t flags) const { return !tx_selective || (flags & FI_COMPLETION); }
-	bool rx_completion(uint64_t flags) const { return !rx_selective || (flags & FI_COMPLETION); }
 };
 
 int ep_open(fid_domain *domain, fi_info *info, fid_ep **ep, void *context);

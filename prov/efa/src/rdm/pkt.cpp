@@ -19,15 +19,15 @@ constexpr uint16_t kReqMsgFlags = kFlagRawAddr | kFlagCqData | kFlagDeliveryComp
 TypeInfo info_of(PktType t)
 {
 	switch (t) {
-	case PktType::Handshake: return {"HANDSHAKE", sizeof(HandshakeHdr), 0, false, false};
+	case PktType::Handshake: return {"HANDSHAKE", sizeof(HandshakeHdr), kFlagRawAddr, false, false};
 	case PktType::Cts: return {"CTS", sizeof(CtsHdr), 0, false, false};
 	case PktType::Data: return {"DATA", sizeof(DataHdr), 0, false, false};
 	case PktType::Eor: return {"EOR", sizeof(EorHdr), 0, false, false};
 	case PktType::Receipt: return {"RECEIPT", sizeof(ReceiptHdr), 0, false, false};
 	case PktType::ReadRsp: return {"READRSP", sizeof(RspHdr), 0, false, false};
 	case PktType::AtomRsp: return {"ATOMRSP", sizeof(RspHdr), 0, false, false};
-	case PktType::EagerMsg: return {"EAGER_MSG", sizeof(EagerHdr), kReqMsgFlags, true, true};
-	case PktType::EagerTag: return {"EAGER_TAG", sizeof(EagerHdr), kReqMsgFlags, true, true};
+	case PktType::EagerMsg: return {"EAGER_MSG", sizeof(EagerHdr), kReqMsgFlags | kFlagVoid, true, true};
+	case PktType::EagerTag: return {"EAGER_TAG", sizeof(EagerHdr), kReqMsgFlags | kFlagVoid, true, true};
 	case PktType::MediumMsg: return {"MEDIUM_MSG", sizeof(MediumHdr), kReqMsgFlags, true, true};
 	case PktType::MediumTag: return {"MEDIUM_TAG", sizeof(MediumHdr), kReqMsgFlags, true, true};
 	case PktType::LongCtsMsg: return {"LONGCTS_MSG", sizeof(LongCtsHdr), kReqMsgFlags, true, true};
@@ -149,7 +149,7 @@ ParseError parse(const void *buf, size_t len, Parsed &out)
 		break;
 	case PktType::EagerMsg:
 	case PktType::EagerTag:
-		if (r.as<RtmHdr>().seg_len != rest)
+		if (r.as<RtmHdr>().seg_len != rest || ((base->flags & kFlagVoid) && rest))
 			return ParseError::Length;
 		break;
 	case PktType::MediumMsg:

@@ -55,6 +55,7 @@ enum : uint16_t {
 	kFlagRawAddr = 1u << 0,
 	kFlagCqData = 1u << 1,
 	kFlagDeliveryComplete = 1u << 2,
+	kFlagVoid = 1u << 3, /* EAGER only: an abandoned message; consume its id, deliver nothing */
 };
 
 /* Handshake feature bits (section 4). */

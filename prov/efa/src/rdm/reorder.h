@@ -52,6 +52,18 @@ public:
 	uint32_t capacity() const { return cap_; }
 	uint32_t max_window() const { return max_; }
 
+	/* What accept(id, ...) would answer, without taking anything: callers copy an item
+	 * that will be queued out of a buffer they must give back. */
+	Verdict classify(uint32_t id) const
+	{
+		const uint32_t d = id - expected_;
+		if (d >= 0x80000000u)
+			return Verdict::Past;
+		if (d == 0 && !(cap_ && ring_[id & (cap_ - 1)]))
+			return Verdict::Deliver;
+		return Verdict::Queued;
+	}
+
 	Verdict accept(uint32_t id, T *item)
 	{
 		const uint32_t d = id - expected_;

@@ -1,0 +1,595 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* Shared code of the RDM feature tests: tagged-format CQs, endpoints, control channel. */
+#include "ft_rdm.h"
+
+#include "ft_cq.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+namespace ft::rdm {
+
+namespace {
+
+std::vector<Cq *> &registry()
+{
+	static std::vector<Cq *> cqs;
+	return cqs;
+}
+
+} // namespace
+
+bool take_flag(int &argc, char **argv, const char *flag)
+{
+	bool found = false;
+	int out = 1;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], flag)) {
+			found = true;
+			continue;
+		}
+		argv[out++] = argv[i];
+	}
+	argv[out] = nullptr;
+	argc = out;
+	return found;
+}
+
+long take_number(int &argc, char **argv, const char *flag, long def)
+{
+	long v = def;
+	int out = 1;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], flag)) {
+			char *end = nullptr;
+			if (i + 1 >= argc || (v = strtol(argv[i + 1], &end, 0), *end != '\0')) {
+				fprintf(stderr, "%s: %s needs a number\n", argv[0], flag);
+				exit(2);
+			}
+			i++;
+			continue;
+		}
+		argv[out++] = argv[i];
+	}
+	argv[out] = nullptr;
+	argc = out;
+	return v;
+}
+
+void skip_part(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	note("SKIP part: %s", msg);
+}
+
+std::string size_str(size_t len)
+{
+	char s[64];
+	if (len >= (1u << 20) && len % (1u << 20) == 0)
+		snprintf(s, sizeof s, "%zu MiB", len >> 20);
+	else if (len >= 1024 && len % 1024 == 0)
+		snprintf(s, sizeof s, "%zu KiB", len >> 10);
+	else
+		snprintf(s, sizeof s, "%zu B", len);
+	return s;
+}
+
+std::string Entry::describe() const
+{
+	char s[640];
+	char src_s[32] = "n/a";
+	if (src != FI_ADDR_NOTAVAIL)
+		snprintf(src_s, sizeof src_s, "%llu", (unsigned long long)src);
+	if (error)
+		snprintf(s, sizeof s,
+			 "error entry: err %d (%s), prov_errno %d (%s), ctx %p, flags 0x%llx (%s), "
+			 "len %zu, olen %zu, tag 0x%llx, buf %p",
+			 err, fi_strerror(err), prov_errno, errstr.c_str(), ctx,
+			 (unsigned long long)flags, flags_str(flags).c_str(), len, olen,
+			 (unsigned long long)tag, buf);
+	else
+		snprintf(s, sizeof s,
+			 "ctx %p, flags 0x%llx (%s), len %zu, buf %p, data 0x%llx, tag 0x%llx, src %s",
+			 ctx, (unsigned long long)flags, flags_str(flags).c_str(), len, buf,
+			 (unsigned long long)data, (unsigned long long)tag, src_s);
+	return s;
+}
+
+Cq::Cq(const Fabric &fab, const char *name, bool readfrom) : name_(name), readfrom_(readfrom)
+{
+	fi_cq_attr attr{};
+	attr.format = FI_CQ_FORMAT_TAGGED;
+	attr.wait_obj = FI_WAIT_NONE;
+	attr.wait_cond = FI_CQ_COND_NONE;
+	/* Room for the bursts of the many-message tests (a size is only a hint). */
+	attr.size = 16384;
+	FT_CALL(fi_cq_open(fab.domain(), &attr, cq_.out(), this));
+	registry().push_back(this);
+}
+
+Cq::~Cq()
+{
+	auto &r = registry();
+	r.erase(std::remove(r.begin(), r.end(), this), r.end());
+}
+
+Entry Cq::read_error()
+{
+	fi_cq_err_entry e{};
+	uint8_t err_data[256];
+	e.err_data = err_data; /* API >= 1.5: the provider copies into this buffer */
+	e.err_data_size = sizeof err_data;
+	ssize_t rc = fi_cq_readerr(cq_, &e, 0);
+	FT_CHECK(rc == 1, "fi_cq_readerr(%s) after -FI_EAVAIL returned %zd (%s)", name_, rc,
+		 rc < 0 ? fi_strerror(int(-rc)) : "");
+	Entry c;
+	c.error = true;
+	c.ctx = e.op_context;
+	c.flags = e.flags;
+	c.len = e.len;
+	c.buf = e.buf;
+	c.data = e.data;
+	c.tag = e.tag;
+	c.olen = e.olen;
+	c.err = e.err;
+	c.prov_errno = e.prov_errno;
+	char buf[256] = "";
+	const char *s = fi_cq_strerror(cq_, e.prov_errno, e.err_data_size ? e.err_data : nullptr,
+				       buf, sizeof buf);
+	c.errstr = s ? s : "(null)";
+	return c;
+}
+
+void Cq::progress()
+{
+	fi_cq_tagged_entry buf[32];
+	fi_addr_t src[32];
+	for (;;) {
+		ssize_t n = readfrom_ ? fi_cq_readfrom(cq_, buf, 32, src) : fi_cq_read(cq_, buf, 32);
+		if (n == -FI_EAGAIN)
+			return;
+		if (n == -FI_EAVAIL) {
+			queue_.push_back(read_error());
+			continue;
+		}
+		if (n < 0)
+			FT_FAIL("fi_cq_read(%s) returned %zd (%s)", name_, n, fi_strerror(int(-n)));
+		for (ssize_t i = 0; i < n; i++) {
+			Entry c;
+			c.ctx = buf[i].op_context;
+			c.flags = buf[i].flags;
+			c.len = buf[i].len;
+			c.buf = buf[i].buf;
+			c.data = buf[i].data;
+			c.tag = buf[i].tag;
+			c.src = readfrom_ ? src[i] : FI_ADDR_NOTAVAIL;
+			queue_.push_back(c);
+		}
+	}
+}
+
+#define FAIL_AT_CALLER(...) fail_at(at.file_name(), int(at.line()), __VA_ARGS__)
+
+Entry Cq::wait_for(const void *ctx, const std::string &what, int want, const Loc &at)
+{
+	Deadline deadline;
+	for (;;) {
+		progress_all();
+		for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+			if (it->ctx != ctx) {
+				if (it->error)
+					FAIL_AT_CALLER("%s: while waiting for %s: unexpected %s", name_,
+						       what.c_str(), it->describe().c_str());
+				continue;
+			}
+			Entry c = *it;
+			queue_.erase(it);
+			if (want == 0 && c.error)
+				FAIL_AT_CALLER("%s: %s completed with an %s", name_, what.c_str(),
+					       c.describe().c_str());
+			if (want == 1 && !c.error)
+				FAIL_AT_CALLER("%s: %s succeeded (%s), expected an error completion",
+					       name_, what.c_str(), c.describe().c_str());
+			debug("%s: %s: %s", name_, what.c_str(), c.describe().c_str());
+			return c;
+		}
+		if (deadline.expired())
+			FAIL_AT_CALLER("%s: no completion of %s after %d s (%zu other entries queued%s%s)",
+				       name_, what.c_str(), opts.timeout_s, queue_.size(),
+				       queue_.empty() ? "" : ", the oldest: ",
+				       queue_.empty() ? "" : queue_.front().describe().c_str());
+	}
+}
+
+Entry Cq::wait(const void *ctx, const std::string &what, Loc at)
+{
+	return wait_for(ctx, what, 0, at);
+}
+
+Entry Cq::wait_error(const void *ctx, const std::string &what, Loc at)
+{
+	return wait_for(ctx, what, 1, at);
+}
+
+Entry Cq::wait_any(const void *ctx, const std::string &what, Loc at)
+{
+	return wait_for(ctx, what, 2, at);
+}
+
+Entry Cq::next(const std::string &what, Loc at)
+{
+	Deadline deadline;
+	while (queue_.empty()) {
+		progress_all();
+		if (deadline.expired())
+			FAIL_AT_CALLER("%s: no completion (%s) after %d s", name_, what.c_str(),
+				       opts.timeout_s);
+	}
+	Entry c = queue_.front();
+	queue_.pop_front();
+	debug("%s: %s: %s", name_, what.c_str(), c.describe().c_str());
+	return c;
+}
+
+std::optional<Entry> Cq::poll()
+{
+	progress_all();
+	if (queue_.empty())
+		return std::nullopt;
+	Entry c = queue_.front();
+	queue_.pop_front();
+	return c;
+}
+
+void Cq::expect_empty(const std::string &what, Loc at)
+{
+	progress();
+	if (!queue_.empty())
+		FAIL_AT_CALLER("%s: %s, but there is a completion: %s (%zu queued)", name_,
+			       what.c_str(), queue_.front().describe().c_str(), queue_.size());
+}
+
+void progress_all()
+{
+	ft::progress_all();
+	for (Cq *cq : registry())
+		cq->progress();
+}
+
+Endpoint::Endpoint(const Fabric &fab, const EpSpec &spec)
+{
+	bool readfrom = fab.has(FI_SOURCE);
+	if (spec.shared_tx) {
+		tx_ = spec.shared_tx;
+	} else {
+		own_tx_ = std::make_unique<Cq>(fab, "tx cq", readfrom);
+		tx_ = own_tx_.get();
+	}
+	if (spec.shared_rx) {
+		rx_ = spec.shared_rx;
+	} else {
+		own_rx_ = std::make_unique<Cq>(fab, "rx cq", readfrom);
+		rx_ = own_rx_.get();
+	}
+	FT_CALL(fi_endpoint(fab.domain(), fab.info(), ep_.out(), nullptr));
+	FT_CALL(fi_ep_bind(ep_, &fab.av()->fid, 0));
+	FT_CALL(fi_ep_bind(ep_, &tx_->get()->fid, FI_TRANSMIT | spec.tx_bind));
+	FT_CALL(fi_ep_bind(ep_, &rx_->get()->fid, FI_RECV | spec.rx_bind));
+	if (spec.before_enable)
+		spec.before_enable(ep_);
+	FT_CALL(fi_enable(ep_));
+}
+
+Endpoint::~Endpoint()
+{
+	ep_.close();
+}
+
+std::vector<uint8_t> Endpoint::name() const
+{
+	uint8_t none[1];
+	size_t len = 0;
+	int rc = fi_getname(&ep_->fid, none, &len);
+	FT_CHECK(rc == -FI_ETOOSMALL && len > 0,
+		 "fi_getname(len 0) returned %d (%s) with len %zu, expected -FI_ETOOSMALL", rc,
+		 fi_strerror(-rc), len);
+	std::vector<uint8_t> name(len);
+	FT_CALL(fi_getname(&ep_->fid, name.data(), &len));
+	FT_CHECK(len == name.size(), "fi_getname wrote %zu bytes after asking for %zu", len,
+		 name.size());
+	return name;
+}
+
+/* ------------------------------------------------------------------ control channel */
+
+namespace {
+
+sockaddr_in loopback(int port)
+{
+	sockaddr_in sa{};
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons(uint16_t(port));
+	if (inet_pton(AF_INET, opts.host.c_str(), &sa.sin_addr) != 1)
+		FT_FAIL("-c %s: not an IPv4 address (the tests run on 127.0.0.1)",
+			opts.host.c_str());
+	return sa;
+}
+
+/* Waits until fd is readable, reading every CQ meanwhile; bounded. */
+void wait_readable(int fd, const char *what)
+{
+	Deadline deadline;
+	for (;;) {
+		pollfd p{fd, POLLIN, 0};
+		/* 0 ms: a peer's operation may need our progress at any time. */
+		int rc = ::poll(&p, 1, 0);
+		if (rc > 0)
+			return;
+		if (rc < 0 && errno != EINTR)
+			FT_FAIL("poll(control channel): %s", strerror(errno));
+		progress_all();
+		if (deadline.expired())
+			FT_FAIL("control channel: nothing from the peer after %d s while %s",
+				opts.timeout_s, what);
+	}
+}
+
+uint32_t step_id(const std::string &step)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	for (char ch : step)
+		h = (h ^ uint8_t(ch)) * 16777619u;
+	return h;
+}
+
+} // namespace
+
+Ctl::Ctl()
+{
+	if (opts.server) {
+		int lfd = socket(AF_INET, SOCK_STREAM, 0);
+		if (lfd < 0)
+			FT_FAIL("socket: %s", strerror(errno));
+		int one = 1;
+		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		sockaddr_in sa = loopback(opts.port);
+		if (bind(lfd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) || listen(lfd, 1))
+			FT_FAIL("bind/listen on %s:%d: %s", opts.host.c_str(), opts.port,
+				strerror(errno));
+		socklen_t salen = sizeof sa;
+		getsockname(lfd, reinterpret_cast<sockaddr *>(&sa), &salen);
+		/* The runner reads this line to start the client. */
+		printf("PORT %d\n", ntohs(sa.sin_port));
+		fflush(stdout);
+		wait_readable(lfd, "waiting for the client to connect");
+		fd_ = accept(lfd, nullptr, nullptr);
+		if (fd_ < 0)
+			FT_FAIL("accept: %s", strerror(errno));
+		close(lfd);
+	} else {
+		fd_ = socket(AF_INET, SOCK_STREAM, 0);
+		sockaddr_in sa = loopback(opts.port);
+		if (fd_ < 0 || connect(fd_, reinterpret_cast<sockaddr *>(&sa), sizeof sa))
+			FT_FAIL("connect to %s:%d: %s", opts.host.c_str(), opts.port,
+				strerror(errno));
+	}
+	int one = 1;
+	setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+Ctl::~Ctl()
+{
+	if (fd_ >= 0)
+		close(fd_);
+}
+
+void Ctl::send(const void *buf, size_t len)
+{
+	auto *p = static_cast<const uint8_t *>(buf);
+	while (len) {
+		ssize_t n = ::send(fd_, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			FT_FAIL("control channel send: %s (the peer failed? see its output)",
+				strerror(errno));
+		p += n;
+		len -= size_t(n);
+	}
+}
+
+void Ctl::recv(void *buf, size_t len)
+{
+	auto *p = static_cast<uint8_t *>(buf);
+	while (len) {
+		wait_readable(fd_, "waiting for the next step");
+		ssize_t n = ::recv(fd_, p, len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0 || (n < 0 && errno == ECONNRESET))
+			FT_FAIL("the peer closed the control channel (it failed? see its output)");
+		if (n < 0)
+			FT_FAIL("control channel recv: %s", strerror(errno));
+		p += n;
+		len -= size_t(n);
+	}
+}
+
+void Ctl::send_blob(const std::vector<uint8_t> &blob)
+{
+	put(uint32_t(blob.size()));
+	send(blob.data(), blob.size());
+}
+
+std::vector<uint8_t> Ctl::recv_blob()
+{
+	uint32_t len = get<uint32_t>();
+	FT_CHECK(len < (64u << 20), "control channel: blob of %u bytes", len);
+	std::vector<uint8_t> blob(len);
+	recv(blob.data(), len);
+	return blob;
+}
+
+void Ctl::sync(const std::string &step)
+{
+	notify(step);
+	await(step);
+}
+
+void Ctl::notify(const std::string &step)
+{
+	put(step_id(step));
+}
+
+void Ctl::await(const std::string &step)
+{
+	uint32_t mine = step_id(step);
+	uint32_t theirs = get<uint32_t>();
+	if (theirs != mine)
+		FT_FAIL("control channel: at step '%s' (0x%08x) the peer is at another step "
+			"(0x%08x; it failed? see its output)",
+			step.c_str(), mine, theirs);
+	debug("step '%s'", step.c_str());
+}
+
+fi_addr_t Ctl::exchange_names(const Fabric &fab, const Endpoint &ep)
+{
+	send_blob(ep.name());
+	std::vector<uint8_t> peer = recv_blob();
+	FT_CHECK(!peer.empty(), "the peer sent an empty endpoint name");
+	return fab.insert(peer);
+}
+
+/* ------------------------------------------------------------------ posting, checks */
+
+void post_retry(const char *what, const char *file, int line, const std::function<ssize_t()> &op)
+{
+	Deadline deadline;
+	for (;;) {
+		ssize_t rc = op();
+		if (rc == 0)
+			return;
+		if (rc != -FI_EAGAIN)
+			fail_at(file, line, "%s returned %zd (%s)", what, rc, fi_strerror(int(-rc)));
+		if (deadline.expired())
+			fail_at(file, line, "%s still returns -FI_EAGAIN after %d s", what,
+				opts.timeout_s);
+		progress_all();
+	}
+}
+
+void expect_flags(const Entry &e, uint64_t must, uint64_t must_not, const std::string &what,
+		  Loc at)
+{
+	if ((e.flags & must) != must || (e.flags & must_not))
+		FAIL_AT_CALLER("%s: completion flags %s (0x%llx): expected %s%s%s", what.c_str(),
+			       flags_str(e.flags).c_str(), (unsigned long long)e.flags,
+			       flags_str(must).c_str(), must_not ? " and none of " : "",
+			       must_not ? flags_str(must_not).c_str() : "");
+}
+
+void deviation(const Fabric &fab, bool ok, Loc at, const char *fmt, ...)
+{
+	if (ok)
+		return;
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (fab.is_efa())
+		FAIL_AT_CALLER("%s", msg);
+	note("KNOWN DEVIATION (%s, tolerated on providers other than efa): %s", fab.prov_name(),
+	     msg);
+}
+
+bool known_broken(const Fabric &fab, const char *check)
+{
+	/* provider, check, what was seen (libfabric 1.17) */
+	static const struct {
+		const char *prov, *check, *seen;
+	} table[] = {
+		{"tcp;ofi_rxm", "a second truncated message",
+		 "after a truncated receive the connection is torn down: the next sends complete "
+		 "with FI_ENOTCONN and their receives never complete; a 10000 B message into a "
+		 "4 KiB receive may not complete at all"},
+		{"tcp;ofi_rxm", "FI_PEEK|FI_DISCARD of a 1 MiB message",
+		 "the peek completes, but the sender's send never does (rendezvous not answered)"},
+	};
+	for (auto &t : table) {
+		if (!strcmp(fab.prov_name(), t.prov) && !strcmp(check, t.check)) {
+			note("KNOWN DEVIATION (%s): %s not run (%s)", t.prov, check, t.seen);
+			return true;
+		}
+	}
+	return false;
+}
+
+bool has_order(const Fabric &fab, uint64_t order)
+{
+	const fi_info *i = fab.info();
+	return (i->tx_attr->msg_order & order) == order && (i->rx_attr->msg_order & order) == order;
+}
+
+bool request_order(Fabric &fab, uint64_t order)
+{
+	if (has_order(fab, order))
+		return true;
+	fi_info *hints = fi_dupinfo(fab.info());
+	if (!hints)
+		FT_FAIL("fi_dupinfo failed");
+	hints->tx_attr->msg_order |= order;
+	hints->rx_attr->msg_order |= order;
+	fi_info *out = nullptr;
+	int rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr, 0,
+			    hints, &out);
+	fi_freeinfo(hints);
+	if (rc == 0) {
+		const fi_info *mine = fab.info();
+		for (fi_info *i = out; i; i = i->next) {
+			if (strcmp(i->fabric_attr->prov_name, mine->fabric_attr->prov_name) ||
+			    strcmp(i->fabric_attr->name, mine->fabric_attr->name) ||
+			    strcmp(i->domain_attr->name, mine->domain_attr->name))
+				continue;
+			if ((i->tx_attr->msg_order & order) == order &&
+			    (i->rx_attr->msg_order & order) == order) {
+				fab.info()->tx_attr->msg_order |= order;
+				fab.info()->rx_attr->msg_order |= order;
+				debug("msg_order 0x%llx granted when asked for",
+				      (unsigned long long)order);
+			}
+			break;
+		}
+		fi_freeinfo(out);
+	} else if (rc != -FI_ENODATA) {
+		note("fi_getinfo asking for msg_order 0x%llx returned %d (%s)",
+		     (unsigned long long)order, rc, fi_strerror(-rc));
+	}
+	return has_order(fab, order);
+}
+
+Plain::Plain(size_t len) : len_(len)
+{
+	const size_t page = 4096;
+	size_t alloc = (len + page - 1) / page * page;
+	mem_.reset(static_cast<uint8_t *>(aligned_alloc(page, alloc ? alloc : page)));
+	if (!mem_)
+		FT_FAIL("cannot allocate %zu bytes", alloc);
+	memset(mem_.get(), canary, alloc ? alloc : page);
+}
+
+} // namespace ft::rdm

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+#include "ep_base.h"
+
+#include "addr.h"
+#include "log.h"
+
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <ctime>
+
+namespace efa {
+
+EpBase *ep_base_of(fid_t f)
+{
+	if (!f || f->fclass != FI_CLASS_EP)
+		return nullptr;
+	EpBase *e = reinterpret_cast<EpBase *>(f);
+	return e->hdr.magic == Magic::Ep || e->hdr.magic == Magic::RdmEp ? e : nullptr;
+}
+
+uint32_t random_qkey()
+{
+	/* QKEYs at or above 0x80000000 are privileged; 0 is what a stale address has. */
+	uint32_t k = 0;
+	while (!k) {
+		if (getrandom(&k, sizeof k, GRND_NONBLOCK) != sizeof k)
+			k = uint32_t(getpid()) * 2654435761u ^ uint32_t(time(nullptr));
+		k &= 0x7fffffffu;
+	}
+	return k;
+}
+
+int EpBase::bind(fid_t bf, uint64_t flags)
+{
+	if (!bf)
+		return -FI_EINVAL;
+	if (enabled) {
+		EFA_WARN(EpCtrl, "fi_ep_bind after fi_enable");
+		return -FI_EINVAL;
+	}
+	switch (bf->fclass) {
+	case FI_CLASS_AV: {
+		Av *a = fid_to<Av>(bf);
+		if (!a || a->dom != dom || flags || av)
+			return -FI_EINVAL;
+		av = a;
+		a->hdr.children++;
+		return 0;
+	}
+	case FI_CLASS_CQ: {
+		Cq *cq = fid_to<Cq>(bf);
+		if (!cq || cq->dom != dom || (flags & ~uint64_t(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) ||
+		    !(flags & (FI_TRANSMIT | FI_RECV)))
+			return -FI_EINVAL;
+		if (((flags & FI_TRANSMIT) && tx_cq) || ((flags & FI_RECV) && rx_cq))
+			return -FI_EINVAL;
+		if (flags & FI_TRANSMIT) {
+			tx_cq = cq;
+			tx_selective = flags & FI_SELECTIVE_COMPLETION;
+			cq->hdr.children++;
+		}
+		if (flags & FI_RECV) {
+			rx_cq = cq;
+			rx_selective = flags & FI_SELECTIVE_COMPLETION;
+			cq->hdr.children++;
+		}
+		return 0;
+	}
+	case FI_CLASS_CNTR: {
+		Cntr *c = fid_to<Cntr>(bf);
+		constexpr uint64_t kEvents = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+		if (!c || c->dom != dom || !flags || (flags & ~kEvents))
+			return -FI_EINVAL;
+		const uint64_t bits[kCntrCount] = {FI_SEND, FI_RECV, FI_READ, FI_WRITE, FI_REMOTE_READ, FI_REMOTE_WRITE};
+		for (int i = 0; i < kCntrCount; i++) {
+			if (!(flags & bits[i]))
+				continue;
+			if (cntr[i])
+				cntr[i]->hdr.children--;
+			cntr[i] = c;
+			c->hdr.children++;
+		}
+		return 0;
+	}
+	case FI_CLASS_EQ: {
+		Eq *q = fid_to<Eq>(bf);
+		if (!q || eq)
+			return -FI_EINVAL;
+		eq = q; /* RDM endpoints raise no events */
+		q->hdr.children++;
+		return 0;
+	}
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+int EpBase::check_bindings() const
+{
+	if (!av) {
+		EFA_WARN(EpCtrl, "fi_enable: bind an address vector first");
+		return -FI_ENOAV;
+	}
+	const bool needs_tx = info->caps & (FI_SEND | FI_READ | FI_WRITE);
+	const bool needs_rx = info->caps & (FI_RECV | FI_REMOTE_WRITE);
+	if ((needs_tx && !tx_cq) || (needs_rx && !rx_cq) || (!tx_cq && !rx_cq)) {
+		EFA_WARN(EpCtrl, "fi_enable: bind a CQ for %s", !tx_cq ? "FI_TRANSMIT" : "FI_RECV");
+		return -FI_ENOCQ;
+	}
+	return 0;
+}
+
+void EpBase::attach(CqUser *user)
+{
+	Cq *scq = send_cq(), *rcq = recv_cq();
+	scq->attach(user);
+	if (rcq != scq)
+		rcq->attach(user);
+	for (Cntr *c : cntr) {
+		if (!c)
+			continue;
+		c->add_cq(scq);
+		if (rcq != scq)
+			c->add_cq(rcq);
+	}
+}
+
+void EpBase::detach(CqUser *user)
+{
+	Cq *scq = send_cq(), *rcq = recv_cq();
+	for (Cntr *c : cntr) {
+		if (!c)
+			continue;
+		c->remove_cq(scq);
+		if (rcq != scq)
+			c->remove_cq(rcq);
+	}
+	if (scq)
+		scq->detach(user);
+	if (rcq && rcq != scq)
+		rcq->detach(user);
+}
+
+void EpBase::release_bindings()
+{
+	for (Cntr *c : cntr)
+		if (c)
+			c->hdr.children--;
+	if (tx_cq)
+		tx_cq->hdr.children--;
+	if (rx_cq)
+		rx_cq->hdr.children--;
+	if (av)
+		av->hdr.children--;
+	if (eq)
+		eq->hdr.children--;
+	fi_freeinfo(info);
+	info = nullptr;
+	dom->hdr.children--;
+}
+
+int EpBase::getname(void *addr, size_t *addrlen) const
+{
+	if (!addrlen)
+		return -FI_EINVAL;
+	if (!enabled) {
+		EFA_WARN(EpCtrl, "fi_getname: the address exists once the endpoint is enabled (fi_enable)");
+		return -FI_EOPBADSTATE;
+	}
+	const size_t have = *addrlen;
+	*addrlen = kAddrLen;
+	if (have < kAddrLen || !addr)
+		return -FI_ETOOSMALL;
+	RawAddr a{};
+	std::memcpy(a.gid, dom->dev->gid().raw, 16);
+	a.qpn = uint16_t(qp.qpn());
+	a.qkey = qkey;
+	std::memcpy(addr, &a, kAddrLen);
+	return 0;
+}
+
+} // namespace efa

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * What both endpoint kinds (efa-direct and the efa fabric's RDM endpoint) share: the
+ * libfabric struct, bindings to an AV, CQs, counters and an EQ with their reference
+ * counts, the SRD QP and its address, and the checks of fi_enable.
+ *
+ * An endpoint kind derives from EpBase (first, single, non-virtual inheritance: the
+ * fid_ep stays at offset 0) and names its own Magic, so fid_to<> tells the kinds apart.
+ */
+#ifndef EFA_EP_BASE_H
+#define EFA_EP_BASE_H
+
+#include "av.h"
+#include "cntr.h"
+#include "cq.h"
+#include "verbs/qp.h"
+
+namespace efa {
+
+enum CntrIdx { kCntrSend, kCntrRecv, kCntrRead, kCntrWrite, kCntrRemoteRead, kCntrRemoteWrite, kCntrCount };
+
+struct EpBase {
+	fid_ep ep; /* first */
+	ObjHeader hdr;
+
+	Domain *dom = nullptr;
+	fi_info *info = nullptr;
+	Av *av = nullptr;
+	Eq *eq = nullptr;
+	Cq *tx_cq = nullptr;
+	Cq *rx_cq = nullptr;
+	bool tx_selective = false;
+	bool rx_selective = false;
+	Cntr *cntr[kCntrCount] = {};
+
+	bool enabled = false;
+	uint8_t rnr_retry = 7;
+	uint64_t tx_op_flags = 0;
+	uint64_t rx_op_flags = 0;
+	uint32_t qkey = 0;
+	verbs::Qp qp;
+
+	bool tx_completion(uint64_t flags) const { return !tx_selective || (flags & FI_COMPLETION); }
+	bool rx_completion(uint64_t flags) const { return !rx_selective || (flags & FI_COMPLETION); }
+	/* The CQs the QP uses: the transmit CQ doubles as receive CQ and vice versa. */
+	Cq *send_cq() const { return tx_cq ? tx_cq : rx_cq; }
+	Cq *recv_cq() const { return rx_cq ? rx_cq : tx_cq; }
+
+	/* fi_ep_bind of an AV, CQ, counter or EQ (before fi_enable). */
+	int bind(fid_t bf, uint64_t flags);
+	/* fi_enable's checks: an AV, and the CQs the capabilities need. */
+	int check_bindings() const;
+	/* After the QP exists: the CQs deliver its completions to `user`, and counters
+	 * progress those CQs. */
+	void attach(CqUser *user);
+	void detach(CqUser *user);
+	/* fi_close: drops the references to bound objects and to the domain. */
+	void release_bindings();
+	/* fi_getname. */
+	int getname(void *addr, size_t *addrlen) const;
+	/* Bumps a bound counter. */
+	void count(CntrIdx i, bool ok) const
+	{
+		if (Cntr *c = cntr[i])
+			ok ? c->inc() : c->inc_err();
+	}
+};
+
+/* The endpoint behind `f`, of either kind, or null. */
+EpBase *ep_base_of(fid_t f);
+
+/* A random QKEY for a new endpoint: non-zero, below the privileged range. */
+uint32_t random_qkey();
+
+} // namespace efa
+
+#endif

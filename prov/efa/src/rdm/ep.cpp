@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* The RDM endpoint's life: open, bind, options, enable, close; packet buffer pools. */
+#include "rdm/ep.h"
+
+#include "info.h"
+#include "log.h"
+#include "params.h"
+
+#include <rdma/fi_ext_efa.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+namespace efa::rdm {
+
+/* ------------------------------------------------------------------ packet pools */
+
+int PktPool::init(const verbs::Pd &pd, size_t count, size_t size, Pkt::Kind kind)
+{
+	const size_t stride = (size + 63) & ~size_t(63);
+	mem_.reset(new uint8_t[count * stride]);
+	auto mr = verbs::Mr::reg(pd, mem_.get(), count * stride, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr.ok()) {
+		mem_.reset();
+		return mr.error();
+	}
+	mr_ = mr.take();
+	pkts_.assign(count, Pkt{});
+	free_ = nullptr;
+	for (size_t i = count; i-- > 0;) {
+		Pkt &p = pkts_[i];
+		p.buf = mem_.get() + i * stride;
+		p.cap = uint32_t(size);
+		p.lkey = mr_.lkey();
+		p.kind = kind;
+		p.next_free = free_;
+		free_ = &p;
+	}
+	avail_ = count;
+	return 0;
+}
+
+void PktPool::reset()
+{
+	mr_ = verbs::Mr();
+	pkts_.clear();
+	mem_.reset();
+	free_ = nullptr;
+	avail_ = 0;
+}
+
+Pkt *PktPool::get()
+{
+	Pkt *p = free_;
+	if (!p)
+		return nullptr;
+	free_ = p->next_free;
+	avail_--;
+	p->len = 0;
+	p->rnr_tries = 0;
+	p->queued = false;
+	p->peer = nullptr;
+	p->op = nullptr;
+	return p;
+}
+
+void PktPool::put(Pkt *p)
+{
+	p->next_free = free_;
+	free_ = p;
+	avail_++;
+}
+
+/* ------------------------------------------------------------------ hook */
+
+uint32_t Hook::qpn() const { return ep_->qp.qpn(); }
+
+void Hook::on_wc(const verbs::Wc &wc, Cq &)
+{
+	std::lock_guard<std::mutex> g(ep_->lock);
+	Pkt *pkt = reinterpret_cast<Pkt *>(wc.wr_id);
+	if (wc.is_recv())
+		ep_->rx_done(pkt, wc);
+	else
+		ep_->tx_done(pkt, wc);
+}
+
+void Hook::on_progress(Cq &cq)
+{
+	/* Progress is per endpoint (FI_PROGRESS_MANUAL): reading either of its CQs also
+	 * drains the other, or transmit buffers would never come back to an application
+	 * that reads only its receive CQ. Whoever holds the other CQ is draining it. */
+	Cq *other = &cq == ep_->send_cq() ? ep_->recv_cq() : ep_->send_cq();
+	if (other && other != &cq && other->lock.try_lock()) {
+		other->poll_device(64);
+		other->lock.unlock();
+	}
+	std::lock_guard<std::mutex> g(ep_->lock);
+	ep_->progress();
+}
+
+namespace {
+
+Ep *ep_of(fid_t f) { return fid_to<Ep>(f); }
+
+/* ------------------------------------------------------------------ fi_ops */
+
+int ep_close(fid_t f)
+{
+	Ep *ep = ep_of(f);
+	return ep ? ep->close() : -FI_EINVAL;
+}
+
+int ep_bind(fid_t f, fid_t bf, uint64_t flags)
+{
+	Ep *ep = ep_of(f);
+	if (!ep)
+		return -FI_EINVAL;
+	std::lock_guard<std::mutex> g(ep->lock);
+	return ep->bind(bf, flags);
+}
+
+int ep_control(fid_t f, int command, void *arg)
+{
+	Ep *ep = ep_of(f);
+	if (!ep)
+		return -FI_EINVAL;
+	switch (command) {
+	case FI_ENABLE: {
+		std::lock_guard<std::mutex> g(ep->lock);
+		return ep->enable();
+	}
+	case FI_GETOPSFLAG:
+	case FI_SETOPSFLAG: {
+		uint64_t *flags = static_cast<uint64_t *>(arg);
+		if (!flags || !(*flags & (FI_TRANSMIT | FI_RECV)) ||
+		    (*flags & (FI_TRANSMIT | FI_RECV)) == (FI_TRANSMIT | FI_RECV))
+			return -FI_EINVAL;
+		uint64_t &target = (*flags & FI_TRANSMIT) ? ep->tx_op_flags : ep->rx_op_flags;
+		if (command == FI_GETOPSFLAG)
+			*flags = target;
+		else
+			target = *flags & ~uint64_t(FI_TRANSMIT | FI_RECV);
+		return 0;
+	}
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+fi_ops g_ep_fi_ops = {
+	.size = sizeof(fi_ops),
+	.close = ep_close,
+	.bind = ep_bind,
+	.control = ep_control,
+	.ops_open = no_ops_open,
+	.tostr = nullptr,
+	.ops_set = nullptr,
+};
+
+ssize_t ep_cancel(fid_t f, void *context)
+{
+	Ep *ep = ep_of(f);
+	if (!ep)
+		return -FI_EINVAL;
+	std::lock_guard<std::mutex> g(ep->lock);
+	return ep->cancel(context);
+}
+
+template <typename T> int get_value(void *val, size_t *len, T v)
+{
+	if (*len < sizeof(T))
+		return -FI_ETOOSMALL;
+	std::memcpy(val, &v, sizeof v);
+	*len = sizeof(T);
+	return 0;
+}
+
+int ep_getopt(fid_t f, int level, int name, void *val, size_t *len)
+{
+	Ep *ep = ep_of(f);
+	if (!ep || !val || !len)
+		return -FI_EINVAL;
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	const verbs::Device &dev = *ep->dom->dev;
+	switch (name) {
+	case FI_OPT_MIN_MULTI_RECV: return get_value<size_t>(val, len, ep->min_multi_recv);
+	case FI_OPT_EFA_RNR_RETRY: return get_value<size_t>(val, len, ep->rnr_retry);
+	/* What this endpoint's device makes it emulate; a peer without RDMA makes the
+	 * protocol emulate too, per operation. */
+	case FI_OPT_EFA_EMULATED_READ: return get_value<bool>(val, len, !dev.rdma_read());
+	case FI_OPT_EFA_EMULATED_WRITE: return get_value<bool>(val, len, !dev.rdma_write());
+	case FI_OPT_EFA_EMULATED_ATOMICS: return get_value<bool>(val, len, true);
+	default: return -FI_ENOPROTOOPT;
+	}
+}
+
+int ep_setopt(fid_t f, int level, int name, const void *val, size_t len)
+{
+	Ep *ep = ep_of(f);
+	if (!ep || !val)
+		return -FI_EINVAL;
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	std::lock_guard<std::mutex> g(ep->lock);
+	switch (name) {
+	case FI_OPT_MIN_MULTI_RECV:
+		if (len != sizeof(size_t))
+			return -FI_EINVAL;
+		ep->min_multi_recv = *static_cast<const size_t *>(val);
+		return 0;
+	case FI_OPT_EFA_RNR_RETRY: {
+		if (len != sizeof(size_t))
+			return -FI_EINVAL;
+		const size_t v = *static_cast<const size_t *>(val);
+		if (ep->enabled) {
+			EFA_WARN(EpCtrl, "FI_OPT_EFA_RNR_RETRY must be set before fi_enable");
+			return -FI_EINVAL;
+		}
+		if (v > 7) {
+			EFA_WARN(EpCtrl, "FI_OPT_EFA_RNR_RETRY %zu: 0..6 retries, or 7 for retrying forever", v);
+			return -FI_EINVAL;
+		}
+		ep->rnr_retry = uint8_t(v);
+		return 0;
+	}
+	case FI_OPT_CUDA_API_PERMITTED:
+	case FI_OPT_SHARED_MEMORY_PERMITTED:
+		return len == sizeof(bool) ? 0 : -FI_EINVAL;
+	case FI_OPT_EFA_USE_DEVICE_RDMA:
+		if (len != sizeof(bool))
+			return -FI_EINVAL;
+		if (*static_cast<const bool *>(val) && !ep->dom->dev->rdma_read()) {
+			EFA_WARN(EpCtrl, "FI_OPT_EFA_USE_DEVICE_RDMA true: this device has no RDMA read");
+			return -FI_EOPNOTSUPP;
+		}
+		return 0;
+	case FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES:
+	case FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES:
+		return -FI_EOPNOTSUPP; /* the device orders no data placement */
+	default:
+		return -FI_ENOPROTOOPT;
+	}
+}
+
+int no_ctx(fid_ep *, int, fi_tx_attr *, fid_ep **, void *) { return -FI_ENOSYS; }
+int no_rx_ctx(fid_ep *, int, fi_rx_attr *, fid_ep **, void *) { return -FI_ENOSYS; }
+
+ssize_t rx_size_left(fid_ep *f)
+{
+	Ep *ep = ep_of(&f->fid);
+	if (!ep || !ep->enabled)
+		return -FI_EOPBADSTATE;
+	std::lock_guard<std::mutex> g(ep->lock);
+	return ssize_t(ep->info->rx_attr->size - std::min(ep->info->rx_attr->size, ep->rxops.in_use()));
+}
+
+ssize_t tx_size_left(fid_ep *f)
+{
+	Ep *ep = ep_of(&f->fid);
+	if (!ep || !ep->enabled)
+		return -FI_EOPBADSTATE;
+	std::lock_guard<std::mutex> g(ep->lock);
+	return ssize_t(ep->info->tx_attr->size - std::min(ep->info->tx_attr->size, ep->txops.in_use()));
+}
+
+fi_ops_ep g_ep_ops = {
+	.size = sizeof(fi_ops_ep),
+	.cancel = ep_cancel,
+	.getopt = ep_getopt,
+	.setopt = ep_setopt,
+	.tx_ctx = no_ctx,
+	.rx_ctx = no_rx_ctx,
+	.rx_size_left = rx_size_left,
+	.tx_size_left = tx_size_left,
+};
+
+int ep_getname(fid_t f, void *addr, size_t *addrlen)
+{
+	Ep *ep = ep_of(f);
+	return ep ? ep->getname(addr, addrlen) : -FI_EINVAL;
+}
+
+template <typename R, typename... A> R enosys(A...) { return R(-FI_ENOSYS); }
+
+fi_ops_cm g_cm_ops = {
+	.size = sizeof(fi_ops_cm),
+	.setname = enosys<int, fid_t, void *, size_t>,
+	.getname = ep_getname,
+	.getpeer = enosys<int, fid_ep *, void *, size_t *>,
+	.connect = enosys<int, fid_ep *, const void *, const void *, size_t>,
+	.listen = enosys<int, fid_pep *>,
+	.accept = enosys<int, fid_ep *, const void *, size_t>,
+	.reject = enosys<int, fid_pep *, fid_t, const void *, size_t>,
+	.shutdown = enosys<int, fid_ep *, uint64_t>,
+	.join = enosys<int, fid_ep *, const void *, uint64_t, fid_mc **, void *>,
+};
+
+} // namespace
+
+/* ------------------------------------------------------------------ lifecycle */
+
+int Ep::enable()
+{
+	if (enabled)
+		return -FI_EINVAL;
+	if (int r = check_bindings())
+		return r;
+	const verbs::Device &dev = *dom->dev;
+	const Params &prm = params();
+	mtu = dev.mtu();
+	inject_size = std::min(info->tx_attr->inject_size, rdm_limits(dev).inject);
+	max_medium = prm.max_medium_msg_size;
+	credits = std::max<size_t>(prm.tx_min_credits, 1);
+	rx_window = std::bit_ceil(uint32_t(std::clamp<size_t>(prm.recvwin_size, 16, 1u << 30)));
+	rm_enabled = info->domain_attr->resource_mgmt != FI_RM_DISABLED;
+	directed = info->caps & FI_DIRECTED_RECV;
+	match.set_directed(directed);
+	if (!min_multi_recv)
+		min_multi_recv = mtu - sizeof(EagerHdr);
+	backoff_first_us = uint32_t(prm.timeout_interval);
+	backoff_max_us = uint32_t(std::max<size_t>(prm.max_timeout, 40));
+	features = uint64_t(kFeatDeliveryComplete);
+	if (dev.rdma_read())
+		features |= kFeatRdmaRead;
+	if (dev.rdma_write())
+		features |= kFeatRdmaWrite;
+	if (dev.unsolicited_write_recv())
+		features |= kFeatUnsolicitedWriteRecv;
+
+	const size_t ntx = std::clamp<size_t>(prm.tx_pkt_pool_size, 8, dev.efa().max_sq_wr);
+	const size_t nrx = std::clamp<size_t>(prm.rx_pkt_pool_size, 8, dev.efa().max_rq_wr);
+	Cq *scq = send_cq(), *rcq = recv_cq();
+	/* Every packet this endpoint can have on the device holds a device CQ entry. */
+	const int64_t need_s = int64_t(ntx), need_r = int64_t(nrx);
+	if (scq->slots.fetch_sub(need_s) < need_s) {
+		scq->slots.fetch_add(need_s);
+		EFA_WARN(EpCtrl, "fi_enable: the transmit CQ has no room for %zu more packets; open another CQ", ntx);
+		return -FI_ENOSPC;
+	}
+	if (rcq->slots.fetch_sub(need_r) < need_r) {
+		rcq->slots.fetch_add(need_r);
+		scq->slots.fetch_add(need_s);
+		EFA_WARN(EpCtrl, "fi_enable: the receive CQ has no room for %zu more packets; open another CQ", nrx);
+		return -FI_ENOSPC;
+	}
+	auto undo_slots = [&] {
+		scq->slots.fetch_add(need_s);
+		rcq->slots.fetch_add(need_r);
+	};
+
+	qkey = random_qkey();
+	verbs::QpAttr qa;
+	qa.sq_depth = uint32_t(ntx);
+	qa.rq_depth = uint32_t(nrx);
+	qa.unsolicited_write_recv = dev.unsolicited_write_recv();
+	qa.sl = info->tx_attr->tclass == FI_TC_LOW_LATENCY ? 8 : 0;
+	qa.qkey = qkey;
+	qa.rnr_retry = rnr_retry;
+	auto q = verbs::Qp::create_srd(dev, dom->pd, scq->vcq, rcq->vcq, qa);
+	if (!q.ok()) {
+		undo_slots();
+		return q.error();
+	}
+	qp = q.take();
+	if (int r = tx_pkts.init(dom->pd, ntx, mtu, Pkt::Kind::Tx); r) {
+		qp = verbs::Qp();
+		undo_slots();
+		return r;
+	}
+	if (int r = rx_pkts.init(dom->pd, nrx, mtu, Pkt::Kind::Rx); r) {
+		tx_pkts.reset();
+		qp = verbs::Qp();
+		undo_slots();
+		return r;
+	}
+	sq_depth = uint32_t(ntx);
+	txops.set_cap(info->tx_attr->size);
+	rxops.set_cap(info->rx_attr->size);
+	attach(&hook);
+	while (Pkt *p = rx_pkts.get())
+		repost(p);
+	enabled = true;
+	EFA_DBG(EpCtrl, "efa endpoint on %s: QP %u, qkey %#x, MTU %zu, %zu tx / %zu rx packets, inject %zu",
+		dev.name().c_str(), qp.qpn(), qkey, mtu, ntx, nrx, inject_size);
+	return 0;
+}
+
+int Ep::close()
+{
+	{
+		std::lock_guard<std::mutex> g(lock);
+		if (hdr.children.load())
+			return -FI_EBUSY;
+	}
+	if (enabled) {
+		detach(&hook); /* takes the CQs' locks: no completion handler runs after this */
+		std::lock_guard<std::mutex> g(lock);
+		qp = verbs::Qp(); /* its work is flushed without completions */
+		send_cq()->slots.fetch_add(int64_t(tx_pkts.count()));
+		recv_cq()->slots.fetch_add(int64_t(rx_pkts.count()));
+		release_peers();
+		tx_pkts.reset();
+		rx_pkts.reset();
+		enabled = false;
+	}
+	if (dropped_malformed || dropped_unknown || dropped_dup)
+		EFA_INFO(EpCtrl, "efa endpoint closed: dropped %lu malformed, %lu from unknown senders, %lu duplicate packets",
+			 (unsigned long)dropped_malformed, (unsigned long)dropped_unknown, (unsigned long)dropped_dup);
+	release_bindings();
+	retire(this);
+	return 0;
+}
+
+int ep_open(fid_domain *df, fi_info *info, fid_ep **out, void *context)
+{
+	Domain *d = fid_to<Domain>(&df->fid);
+	if (!d || !info || !out || !info->ep_attr || !info->tx_attr || !info->rx_attr || !info->domain_attr)
+		return -FI_EINVAL;
+	if (info->ep_attr->type != FI_EP_RDM) {
+		EFA_WARN(EpCtrl, "fi_endpoint: the efa fabric offers FI_EP_RDM endpoints only");
+		return -FI_EINVAL;
+	}
+	auto *ep = new Ep();
+	ep->hdr.magic = Ep::kMagic;
+	ep->ep.fid.fclass = FI_CLASS_EP;
+	ep->ep.fid.context = context;
+	ep->ep.fid.ops = &g_ep_fi_ops;
+	ep->ep.ops = &g_ep_ops;
+	ep->ep.cm = &g_cm_ops;
+	ep->ep.msg = &g_msg_ops;
+	ep->ep.tagged = &g_tagged_ops;
+	ep->ep.rma = &g_rma_ops;
+	ep->ep.atomic = &g_atomic_ops;
+	ep->dom = d;
+	ep->info = fi_dupinfo(info);
+	ep->tx_op_flags = info->tx_attr->op_flags;
+	ep->rx_op_flags = info->rx_attr->op_flags;
+	ep->rnr_retry = 3; /* the device retries a little; the protocol backs off beyond */
+	if (!ep->info->tx_attr->size)
+		ep->info->tx_attr->size = kRdmQueueSize;
+	if (!ep->info->rx_attr->size)
+		ep->info->rx_attr->size = kRdmQueueSize;
+	d->hdr.children++;
+	*out = &ep->ep;
+	return 0;
+}
+
+} // namespace efa::rdm

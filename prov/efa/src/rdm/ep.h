@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The efa fabric's RDM endpoint: the protocol of docs/protocol.md over one SRD QP.
+ *
+ * Objects:
+ *  - Pkt: one MTU-sized packet buffer. Receive buffers (registered) stay posted to the
+ *    device; transmit buffers (registered) carry packets out; copies (heap) keep
+ *    packets that must outlive their receive buffer (out of order, unexpected).
+ *  - Peer: what the endpoint knows of one remote endpoint: its address handle, the
+ *    message ids in each direction, the reorder buffer, the handshake, RNR backoff.
+ *  - TxOp: one operation this endpoint started (send, RMA, atomic).
+ *  - RxOp: one receive the application posted.
+ *  - MsgRx: one message arriving (matched to an RxOp, or unexpected).
+ *
+ * Concurrency: one mutex per endpoint guards all of the above; the API entry points
+ * take it, and so does the completion path (Cq::progress -> Hook, which holds the CQ's
+ * lock first). Completions are staged on CQs under their stage_lock (innermost).
+ *
+ * Progress is manual (FI_PROGRESS_MANUAL): reading a bound CQ (or a counter) polls the
+ * device, handles packets, resends what RNR held back and refills receive buffers.
+ */
+#ifndef EFA_RDM_EP_H
+#define EFA_RDM_EP_H
+
+#include "ep_base.h"
+#include "rdm/match.h"
+#include "rdm/pkt.h"
+#include "rdm/pool.h"
+#include "rdm/reorder.h"
+
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace efa::rdm {
+
+struct Ep;
+struct Peer;
+struct TxOp;
+struct MsgRx;
+
+struct Pkt : IListNode<Pkt>, ReorderLink<Pkt> {
+	enum class Kind : uint8_t { Rx, Tx, Copy };
+	uint8_t *buf = nullptr;
+	uint32_t cap = 0;
+	uint32_t len = 0;
+	uint32_t lkey = 0;
+	Kind kind = Kind::Tx;
+	uint8_t rnr_tries = 0;
+	bool queued = false; /* tx: waiting on its peer's queue (RNR) */
+	Peer *peer = nullptr; /* tx: destination; copy: sender */
+	TxOp *op = nullptr;   /* tx: the operation it carries data of (null: control) */
+	Pkt *next_free = nullptr;
+};
+
+/* Registered packet buffers of one size, with a free list. */
+class PktPool {
+public:
+	int init(const verbs::Pd &pd, size_t count, size_t size, Pkt::Kind kind);
+	void reset();
+	Pkt *get();
+	void put(Pkt *p);
+	size_t avail() const { return avail_; }
+	size_t count() const { return pkts_.size(); }
+
+private:
+	std::unique_ptr<uint8_t[]> mem_;
+	verbs::Mr mr_;
+	std::vector<Pkt> pkts_;
+	Pkt *free_ = nullptr;
+	size_t avail_ = 0;
+};
+
+struct Peer : IListNode<Peer> {
+	explicit Peer(uint32_t window) : rob(window) {}
+	fi_addr_t addr = FI_ADDR_NOTAVAIL; /* in the AV, or FI_ADDR_NOTAVAIL (implicit) */
+	RawAddr raw{};
+	Domain::AhRef *ah = nullptr;	   /* our reference */
+	verbs::Dest dest{};
+	uint32_t next_tx_id = 0;
+	ReorderBuffer<Pkt> rob;
+	bool hs_sent = false;  /* our HANDSHAKE is out (or owed: hs_owed) */
+	bool hs_owed = false;  /* could not be sent yet */
+	bool hs_got = false;   /* theirs arrived */
+	uint64_t features = 0; /* theirs */
+	uint32_t max_payload = 0;
+	/* Medium messages being reassembled, by message id. */
+	std::unordered_map<uint32_t, MsgRx *> active;
+	/* Our sends waiting for a RECEIPT, by message id. */
+	std::unordered_map<uint32_t, TxOp *> receipts;
+	/* RNR: packets to resend, in order, not before `backoff_until` (steady ns). */
+	IList<Pkt> queued;
+	uint64_t backoff_until = 0;
+	uint32_t backoff_us = 0;
+	bool unreachable = false;
+};
+
+enum class TxKind : uint8_t { Msg, Tagged, Write, Read, Atomic };
+enum class Proto : uint8_t { Eager, Medium, LongCts, DeviceRma, EmuWrite, EmuRead, EmuAtomic };
+
+struct TxOp : IListNode<TxOp> {
+	TxKind kind;
+	Proto proto;
+	Peer *peer = nullptr;
+	fi_addr_t addr = FI_ADDR_NOTAVAIL;
+	void *context = nullptr;
+	uint64_t flags = 0;    /* the operation's flags */
+	uint64_t cq_flags = 0; /* fi_cq entry flags */
+	bool completion = false;
+	iovec iov[kMaxRmaIov] = {};
+	void *desc[kMaxRmaIov] = {};
+	size_t iov_count = 0;
+	uint64_t len = 0;
+	uint64_t tag = 0;
+	uint64_t data = 0;
+	uint32_t msg_id = 0;
+	uint32_t id = 0;      /* send_id / recv_id the peer answers to */
+	uint32_t peer_id = 0; /* the peer's id for this operation (CTS recv_id) */
+	uint64_t sent = 0;    /* payload bytes packed so far */
+	uint64_t window = 0;  /* long-CTS: bytes the receiver accepts beyond `sent` */
+	uint64_t done = 0;    /* emulated read / atomic response: bytes received */
+	uint32_t inflight = 0;
+	bool need_receipt = false;
+	bool got_receipt = false;
+	int err = 0;	     /* first error (positive FI_E*) */
+	uint32_t prov_errno = 0;
+	/* RMA and atomics */
+	fi_rma_iov rma[kMaxRmaIov] = {};
+	size_t rma_count = 0;
+	fi_op aop = FI_ATOMIC_OP_LAST;
+	fi_datatype adt = FI_DATATYPE_LAST;
+	iovec result[kMaxRmaIov] = {};
+	size_t result_count = 0;
+	iovec compare[kMaxRmaIov] = {};
+	size_t compare_count = 0;
+};
+
+struct RxOp : IListNode<RxOp> {
+	bool tagged = false;
+	fi_addr_t src = FI_ADDR_UNSPEC;
+	uint64_t tag = 0;
+	uint64_t ignore = 0;
+	void *context = nullptr;
+	uint64_t flags = 0;
+	bool completion = true;
+	iovec iov[kMaxRmaIov] = {};
+	size_t iov_count = 0;
+	uint64_t cap = 0;
+	/* FI_MULTI_RECV */
+	bool multi = false;
+	uint64_t used = 0;
+	uint32_t msgs = 0;     /* messages placed in it and not completed */
+	bool released = false; /* left the posted list */
+};
+
+struct MsgRx : IListNode<MsgRx> {
+	Peer *peer = nullptr;
+	fi_addr_t src = FI_ADDR_NOTAVAIL;
+	PktType type = PktType::EagerMsg;
+	bool tagged = false;
+	uint32_t msg_id = 0;
+	uint64_t msg_len = 0;
+	uint64_t tag = 0;
+	uint64_t data = 0;
+	bool has_data = false;
+	bool dc = false;
+	uint32_t send_id = 0;
+	uint32_t id = 0; /* recv_id (long-CTS) */
+	bool has_id = false;
+	/* Bytes placed; with long-CTS, the window granted so far. */
+	uint64_t received = 0;
+	uint64_t granted = 0;
+	/* Until matched: the packets that arrived (copies), in order. */
+	IList<Pkt> held;
+	/* Once matched (or discarded): */
+	bool bound = false;
+	RxOp *rx = nullptr; /* a multi-receive buffer it takes a slice of */
+	void *context = nullptr;
+	bool completion = true;
+	iovec dst[kMaxRmaIov] = {};
+	size_t dst_count = 0;
+	uint64_t cap = 0;
+	bool owes_cts = false;	   /* a CTS could not be sent yet */
+	bool owes_receipt = false; /* a RECEIPT could not be sent yet */
+	bool claimed = false;	   /* FI_CLAIM: waits for the claiming receive */
+	bool discard = false;	   /* FI_DISCARD: data dropped, completion without data */
+};
+
+class Hook : public CqUser {
+public:
+	explicit Hook(Ep *ep) : ep_(ep) {}
+	uint32_t qpn() const override;
+	void on_wc(const verbs::Wc &wc, Cq &cq) override;
+	void on_progress(Cq &cq) override;
+
+private:
+	Ep *ep_;
+};
+
+/* The arguments of every send-like call, once normalised. */
+struct SendArgs {
+	const iovec *iov;
+	void **desc;
+	size_t count;
+	fi_addr_t dest;
+	uint64_t tag;
+	uint64_t data;
+	uint64_t flags;
+	void *context;
+	bool tagged;
+};
+
+/* The arguments of every receive-like call. */
+struct RecvArgs {
+	const iovec *iov;
+	void **desc;
+	size_t count;
+	fi_addr_t src;
+	uint64_t tag;
+	uint64_t ignore;
+	uint64_t flags;
+	void *context;
+	bool tagged;
+};
+
+struct Ep : EpBase {
+	static constexpr Magic kMagic = Magic::RdmEp;
+
+	std::mutex lock;
+	Hook hook{this};
+
+	/* Configuration, fixed at fi_enable. */
+	size_t mtu = 0;
+	size_t inject_size = 0;
+	size_t max_medium = 0;
+	size_t credits = 0;
+	uint32_t rx_window = 0;
+	uint64_t features = 0; /* ours, as the handshake announces them */
+	bool rm_enabled = true;
+	bool directed = false;
+	size_t min_multi_recv = 0;
+	uint32_t backoff_first_us = 0;
+	uint32_t backoff_max_us = 0;
+
+	/* Buffers and entries. */
+	PktPool tx_pkts, rx_pkts;
+	std::vector<Pkt *> copies_free;
+	std::vector<std::unique_ptr<Pkt>> copies;
+	std::vector<std::unique_ptr<uint8_t[]>> copy_bufs;
+	ObjPool<TxOp> txops;
+	ObjPool<RxOp> rxops;
+	ObjPool<MsgRx> msgs;
+	IdTable<TxOp> tx_ids;
+	IdTable<MsgRx> rx_ids;
+	uint32_t sq_used = 0, sq_depth = 0;
+
+	/* Peers: by fi_addr (AV entries), and by the (AHN, QPN) a completion names. */
+	std::vector<std::unique_ptr<Peer>> by_addr;
+	std::vector<std::unique_ptr<Peer>> implicit;
+	std::unordered_map<uint64_t, Peer *> by_src;
+	IList<Peer> busy; /* peers with queued packets */
+
+	Matcher<RxOp, MsgRx> match;
+	std::unordered_map<void *, MsgRx *> claimed; /* FI_CLAIM, by context */
+	IList<TxOp> tx_pending;			     /* long-CTS sends with a window to fill */
+	IList<MsgRx> rx_pending;		     /* receives owing a control packet */
+
+	/* Statistics, for logs and tests. */
+	uint64_t dropped_malformed = 0, dropped_unknown = 0, dropped_dup = 0, rnr_resends = 0;
+	bool warned_malformed = false;
+
+	int enable();
+	int close();
+
+	/* rdm/tx.cpp */
+	ssize_t send(const SendArgs &a);
+	void handle_cts(Peer &p, const Parsed &pk);
+	void handle_receipt(Peer &p, const Parsed &pk);
+	void pump(TxOp &op);
+	void tx_done(Pkt *pkt, const verbs::Wc &wc);
+	void finish_tx(TxOp *op);
+	/* Reports an operation's failure (positive FI_E*) once it has nothing in flight. */
+	void fail_tx(TxOp *op, int err, uint32_t prov_errno);
+
+	/* rdm/recv.cpp */
+	ssize_t recv(const RecvArgs &a);
+	int cancel(void *context);
+	void start_msg(Peer &p, Pkt *pkt, const Parsed &pk);
+	ssize_t peek(const RecvArgs &a);
+	void msg_segment(MsgRx &m, uint64_t off, const uint8_t *data, size_t len);
+	void place(MsgRx &m, const Parsed &pk);
+	void bind_msg(MsgRx &m, RxOp *rx);
+	void drain_held(MsgRx &m);
+	void advance_msg(MsgRx *m);
+	void finish_msg(MsgRx *m);
+	void route_segment(Peer &p, const Pkt &pkt, const Parsed &pk);
+	void handle_data(Peer &p, const Parsed &pk);
+	bool send_cts(MsgRx &m);
+
+	/* rdm/rx.cpp */
+	void rx_done(Pkt *pkt, const verbs::Wc &wc);
+	void dispatch(Peer &p, Pkt *pkt, const Parsed &pk);
+	void ordered_req(Peer &p, Pkt *pkt, const Parsed &pk);
+	void process_req(Peer &p, Pkt *pkt, const Parsed &pk);
+	void repost(Pkt *pkt);
+	Pkt *copy_of(const Pkt &pkt);
+	void free_copy(Pkt *pkt);
+
+	/* rdm/peer.cpp */
+	Peer *peer_for_addr(fi_addr_t addr);
+	Peer *peer_from_wc(const verbs::Wc &wc, const Parsed &pk);
+	void release_peers();
+	bool send_handshake(Peer &p);
+	void handle_handshake(Peer &p, const Parsed &pk);
+	void progress();
+	/* Packets: a transmit buffer with the base header's fields filled by the caller. */
+	Pkt *tx_pkt(Peer &p, TxOp *op);
+	/* Posts (or, while the peer backs off, queues) a built packet. 0 or -FI_E*. */
+	int post(Pkt *pkt);
+	void on_rnr(Pkt *pkt);
+	/* Flags of a REQ to `p`: RAW_ADDR until p's handshake has arrived. */
+	uint16_t req_flags(const Peer &p) const { return p.hs_got ? 0 : kFlagRawAddr; }
+	RawAddr self_addr() const;
+	void write_raw_addr(PktWriter &w, const Peer &p);
+	uint64_t now_ns() const;
+
+	/* Completions. */
+	void complete_tx(TxOp &op);
+	void complete_rx(MsgRx &m);
+	void report_error(Cq *cq, void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &text,
+			  uint64_t len = 0, uint64_t olen = 0, void *buf = nullptr, uint64_t data = 0, uint64_t tag = 0);
+};
+
+int ep_open(fid_domain *domain, fi_info *info, fid_ep **ep, void *context);
+
+extern fi_ops_msg g_msg_ops;
+extern fi_ops_tagged g_tagged_ops;
+extern fi_ops_rma g_rma_ops;
+extern fi_ops_atomic g_atomic_ops;
+
+/* Copies between iovecs and a flat buffer at an offset into the iovec space. Returns the
+ * bytes copied (short when the iovecs end first). */
+size_t iov_to_buf(const iovec *iov, size_t count, uint64_t off, void *dst, size_t len);
+size_t buf_to_iov(const iovec *iov, size_t count, uint64_t off, const void *src, size_t len);
+uint64_t iov_total(const iovec *iov, size_t count);
+
+} // namespace efa::rdm
+
+#endif

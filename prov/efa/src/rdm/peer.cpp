@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Peers (docs/protocol.md sections 2, 4 and 11): who sent a packet, the handshake,
+ * posting packets, and the receiver-not-ready queue with its backoff.
+ */
+#include "rdm/ep.h"
+
+#include "log.h"
+
+#include <chrono>
+#include <cstdlib>
+
+namespace efa::rdm {
+
+namespace {
+
+uint64_t src_key(uint16_t ahn, uint32_t qpn) { return uint64_t(ahn) << 32 | qpn; }
+
+} // namespace
+
+uint64_t Ep::now_ns() const
+{
+	return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+				std::chrono::steady_clock::now().time_since_epoch())
+				.count());
+}
+
+RawAddr Ep::self_addr() const
+{
+	RawAddr a{};
+	std::memcpy(a.gid, dom->dev->gid().raw, 16);
+	a.qpn = uint16_t(qp.qpn());
+	a.qkey = qkey;
+	return a;
+}
+
+void Ep::write_raw_addr(PktWriter &w, const Peer &p)
+{
+	if (!p.hs_got)
+		w.raw_addr(self_addr());
+}
+
+namespace {
+
+/* A peer towards `raw`, holding its own address handle reference. */
+std::unique_ptr<Peer> make_peer(Domain &dom, const RawAddr &raw, fi_addr_t addr, uint32_t window)
+{
+	int err = 0;
+	Domain::AhRef *ah = dom.get_ah(raw.gid, &err);
+	if (!ah) {
+		EFA_WARN(EpData, "no address handle for %s: %s", addr_to_string(raw).c_str(), fi_strerror(-err));
+		return nullptr;
+	}
+	auto p = std::make_unique<Peer>(window);
+	p->addr = addr;
+	p->raw = raw;
+	p->ah = ah;
+	p->dest = verbs::Dest{ah->ah.get(), raw.qpn, raw.qkey};
+	return p;
+}
+
+} // namespace
+
+Peer *Ep::peer_for_addr(fi_addr_t addr)
+{
+	const AvEntry *e = av->lookup(addr);
+	if (!e)
+		return nullptr;
+	if (addr < by_addr.size() && by_addr[addr])
+		return by_addr[addr].get();
+	auto p = make_peer(*dom, e->addr, addr, rx_window);
+	if (!p)
+		return nullptr;
+	Peer *raw = p.get();
+	if (addr >= by_addr.size())
+		by_addr.resize(addr + 1);
+	by_addr[addr] = std::move(p);
+	by_src[src_key(raw->ah->ah.ahn(), raw->raw.qpn)] = raw;
+	return raw;
+}
+
+Peer *Ep::peer_from_wc(const verbs::Wc &wc, const Parsed &pk)
+{
+	const uint32_t conn = pk.base->conn;
+	if (wc.slid != 0xffff) {
+		auto it = by_src.find(src_key(wc.slid, wc.src_qp));
+		if (it != by_src.end() && it->second->raw.qkey == conn)
+			return it->second;
+		const fi_addr_t a = av->reverse_lookup(wc.slid, wc.src_qp);
+		if (a != FI_ADDR_NOTAVAIL) {
+			const AvEntry *e = av->lookup(a);
+			if (e && e->addr.qkey == conn)
+				return peer_for_addr(a);
+		}
+	}
+	/* Not in the AV (or a new endpoint on a known QP number): the packet's own address
+	 * names it, and an implicit peer answers it. */
+	const RawAddr *ra = pk.raw_addr;
+	if (ra && ra->qkey == conn && ra->qpn == wc.src_qp) {
+		auto p = make_peer(*dom, *ra, FI_ADDR_NOTAVAIL, rx_window);
+		if (p) {
+			Peer *raw = p.get();
+			implicit.push_back(std::move(p));
+			by_src[src_key(raw->ah->ah.ahn(), raw->raw.qpn)] = raw;
+			return raw;
+		}
+	}
+	dropped_unknown++;
+	EFA_DBG(EpData, "%s from QP %u (AHN %u, conn %#x): unknown sender, dropped", pkt_type_name(pk.type),
+		wc.src_qp, wc.slid, conn);
+	return nullptr;
+}
+
+void Ep::release_peers()
+{
+	auto drop = [this](std::unique_ptr<Peer> &p) {
+		if (!p)
+			return;
+		p->rob.clear([this](Pkt *c) { free_copy(c); });
+		if (p->ah)
+			dom->put_ah(p->ah);
+		p.reset();
+	};
+	for (auto &p : by_addr)
+		drop(p);
+	for (auto &p : implicit)
+		drop(p);
+	by_addr.clear();
+	implicit.clear();
+	by_src.clear();
+}
+
+/* ------------------------------------------------------------------ handshake */
+
+bool Ep::send_handshake(Peer &p)
+{
+	p.hs_sent = true;
+	Pkt *pkt = tx_pkt(p, nullptr);
+	if (!pkt) {
+		p.hs_owed = true;
+		if (!p.on_list())
+			busy.push_back(&p);
+		return false;
+	}
+	p.hs_owed = false;
+	PktWriter w(pkt->buf, pkt->cap);
+	HandshakeHdr *h = w.header<HandshakeHdr>(PktType::Handshake, qkey, kFlagRawAddr);
+	h->features = features;
+	h->max_payload = uint32_t(mtu);
+	h->rx_window = rx_window;
+	w.raw_addr(self_addr());
+	pkt->len = uint32_t(w.size());
+	post(pkt);
+	return true;
+}
+
+void Ep::handle_handshake(Peer &p, const Parsed &pk)
+{
+	const HandshakeHdr &h = pk.as<HandshakeHdr>();
+	p.hs_got = true;
+	p.features = h.features;
+	p.max_payload = h.max_payload;
+}
+
+/* ------------------------------------------------------------------ posting */
+
+Pkt *Ep::tx_pkt(Peer &p, TxOp *op)
+{
+	Pkt *pkt = tx_pkts.get();
+	if (!pkt)
+		return nullptr;
+	pkt->peer = &p;
+	pkt->op = op;
+	if (op)
+		op->inflight++;
+	return pkt;
+}
+
+int Ep::post(Pkt *pkt)
+{
+	Peer &p = *pkt->peer;
+	if (p.queued.empty() && now_ns() >= p.backoff_until) {
+		const ibv_sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->len, pkt->lkey};
+		const int r = qp.send(reinterpret_cast<uint64_t>(pkt), p.dest, {&sge, 1}, 0, 0);
+		if (!r) {
+			sq_used++;
+			return 0;
+		}
+		if (r != -ENOMEM) {
+			EFA_WARN(EpData, "posting a %s packet failed: %s", pkt_type_name(PktType(pkt->buf[0])),
+				 fi_strerror(-r));
+			if (pkt->op) {
+				pkt->op->inflight--;
+				fail_tx(pkt->op, FI_EIO, 0);
+			}
+			tx_pkts.put(pkt);
+			return -FI_EIO;
+		}
+	}
+	/* Backing off, or the send queue is full: keep the order of this peer's packets. */
+	pkt->queued = true;
+	p.queued.push_back(pkt);
+	if (!p.on_list())
+		busy.push_back(&p);
+	return 0;
+}
+
+void Ep::on_rnr(Pkt *pkt)
+{
+	Peer &p = *pkt->peer;
+	rnr_resends++;
+	pkt->rnr_tries++;
+	const uint64_t now = now_ns();
+	/* The first RNR of a packet is resent at once; repeated ones back the peer off
+	 * for a random, doubling time (protocol.md section 11). */
+	if (pkt->rnr_tries > 1) {
+		if (!p.backoff_us)
+			p.backoff_us = backoff_first_us ? backoff_first_us : 40 + uint32_t(random() % 81);
+		else
+			p.backoff_us = std::min(p.backoff_us * 2, backoff_max_us);
+		p.backoff_until = now + uint64_t(p.backoff_us) * 1000;
+	}
+	pkt->queued = true;
+	p.queued.push_back(pkt);
+	if (!p.on_list())
+		busy.push_back(&p);
+}
+
+void Ep::progress()
+{
+	if (!enabled)
+		return;
+	if (!busy.empty()) {
+		const uint64_t now = now_ns();
+		for (Peer *p = busy.front(); p;) {
+			Peer *next = IList<Peer>::next(p);
+			if (p->hs_owed)
+				send_handshake(*p);
+			if (now >= p->backoff_until) {
+				while (Pkt *pkt = p->queued.front()) {
+					const ibv_sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->len, pkt->lkey};
+					if (qp.send(reinterpret_cast<uint64_t>(pkt), p->dest, {&sge, 1}, 0, 0))
+						break; /* the send queue is full: later */
+					p->queued.unlink(pkt);
+					pkt->queued = false;
+					sq_used++;
+				}
+			}
+			if (p->queued.empty() && !p->hs_owed)
+				busy.unlink(p);
+			p = next;
+		}
+	}
+	for (TxOp *op = tx_pending.front(); op;) {
+		TxOp *next = IList<TxOp>::next(op);
+		pump(*op);
+		op = next;
+	}
+	/* Receives owing a control packet; one that still cannot send goes to the back. */
+	for (size_t n = rx_pending.size(); n--;) {
+		MsgRx *m = rx_pending.pop_front();
+		if (m->owes_cts)
+			send_cts(*m);
+		else if (m->owes_receipt)
+			finish_msg(m);
+	}
+}
+
+} // namespace efa::rdm

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Allocation for the RDM data path: no heap allocation per operation or packet.
+ *
+ * ObjPool<T>: objects in chunks that never move, recycled through a free list; it grows
+ * by a chunk when empty, up to a cap (then get() fails: the caller answers -FI_EAGAIN).
+ * IdTable<T>: small integer ids for objects a peer names on the wire (send_id,
+ * recv_id). An id carries a generation, so an id from a finished operation does not find
+ * its slot's next occupant (until the generation wraps); 0 is never an id.
+ */
+#ifndef EFA_RDM_POOL_H
+#define EFA_RDM_POOL_H
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace efa::rdm {
+
+template <typename T> class ObjPool {
+public:
+	explicit ObjPool(size_t cap = SIZE_MAX, size_t chunk = 64) : cap_(cap), chunk_(chunk) {}
+	ObjPool(const ObjPool &) = delete;
+	ObjPool &operator=(const ObjPool &) = delete;
+
+	void set_cap(size_t cap) { cap_ = cap; }
+
+	/* A default-constructed T, or null when `cap` objects are in use. */
+	T *get()
+	{
+		if (free_.empty()) {
+			if (made_ >= cap_)
+				return nullptr;
+			const size_t n = std::min(chunk_, cap_ - made_);
+			chunks_.emplace_back(new Slot[n]);
+			for (size_t i = n; i-- > 0;)
+				free_.push_back(&chunks_.back()[i]);
+			made_ += n;
+		}
+		Slot *s = free_.back();
+		free_.pop_back();
+		T *t = new (s->mem) T();
+		used_++;
+		return t;
+	}
+
+	void put(T *t)
+	{
+		t->~T();
+		free_.push_back(reinterpret_cast<Slot *>(t));
+		used_--;
+	}
+
+	size_t in_use() const { return used_; }
+
+private:
+	struct Slot {
+		alignas(T) unsigned char mem[sizeof(T)];
+	};
+	size_t cap_, chunk_;
+	size_t made_ = 0, used_ = 0;
+	std::vector<std::unique_ptr<Slot[]>> chunks_;
+	std::vector<Slot *> free_;
+};
+
+template <typename T> class IdTable {
+public:
+
+	uint32_t add(T *t)
+	{
+		uint32_t idx;
+		if (!free_.empty()) {
+			idx = free_.back();
+			free_.pop_back();
+		} else {
+			idx = uint32_t(slots_.size());
+			slots_.push_back(Slot{});
+		}
+		Slot &s = slots_[idx];
+		s.obj = t;
+		return idx | uint32_t(s.gen) << kIdxBits;
+	}
+
+	/* The object of a live id, or null (unknown, stale or corrupt). */
+	T *find(uint32_t id) const
+	{
+		const uint32_t idx = id & kIdxMask;
+		if (idx >= slots_.size())
+			return nullptr;
+		const Slot &s = slots_[idx];
+		return s.obj && uint32_t(s.gen) == id >> kIdxBits ? s.obj : nullptr;
+	}
+
+	void remove(uint32_t id)
+	{
+		const uint32_t idx = id & kIdxMask;
+		if (idx >= slots_.size() || !slots_[idx].obj)
+			return;
+		slots_[idx].obj = nullptr;
+		slots_[idx].gen = uint16_t((slots_[idx].gen + 1) & kGenMask);
+		if (!slots_[idx].gen)
+			slots_[idx].gen = 1;
+		free_.push_back(idx);
+	}
+
+private:
+	static constexpr uint32_t kIdxBits = 20;
+	static constexpr uint32_t kIdxMask = (1u << kIdxBits) - 1;
+	static constexpr uint32_t kGenMask = (1u << (32 - kIdxBits)) - 1;
+	struct Slot {
+		T *obj = nullptr;
+		uint16_t gen = 1; /* the low 32 - kIdxBits bits, never 0: no id is 0 */
+	};
+	std::vector<Slot> slots_;
+	std::vector<uint32_t> free_;
+};
+
+} // namespace efa::rdm
+
+#endif

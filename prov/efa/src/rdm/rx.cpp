@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Packet arrival: every received packet is checked (pkt.h's parse), its sender found
+ * (peer.cpp), ordered requests pass the peer's reorder buffer (protocol.md section 7),
+ * and the packet goes to its handler. The device receive buffer is reposted at once;
+ * what must outlive it is copied.
+ */
+#include "rdm/ep.h"
+
+#include "efa_errno.h"
+#include "log.h"
+
+#include <cstring>
+
+namespace efa::rdm {
+
+Pkt *Ep::copy_of(const Pkt &pkt)
+{
+	Pkt *c;
+	if (!copies_free.empty()) {
+		c = copies_free.back();
+		copies_free.pop_back();
+	} else {
+		copy_bufs.emplace_back(new uint8_t[mtu]);
+		copies.emplace_back(new Pkt());
+		c = copies.back().get();
+		c->buf = copy_bufs.back().get();
+		c->cap = uint32_t(mtu);
+		c->kind = Pkt::Kind::Copy;
+	}
+	std::memcpy(c->buf, pkt.buf, pkt.len);
+	c->len = pkt.len;
+	c->peer = pkt.peer;
+	return c;
+}
+
+void Ep::free_copy(Pkt *pkt) { copies_free.push_back(pkt); }
+
+void Ep::repost(Pkt *pkt)
+{
+	const ibv_sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->cap, pkt->lkey};
+	if (int r = qp.post_recv(reinterpret_cast<uint64_t>(pkt), {&sge, 1})) {
+		EFA_WARN(EpData, "reposting a receive buffer failed: %s", fi_strerror(-r));
+		rx_pkts.put(pkt);
+	}
+}
+
+void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
+{
+	if (wc.status != IBV_WC_SUCCESS) {
+		if (wc.vendor_err != uint32_t(EfaStatus::FLUSHED))
+			EFA_WARN(EpData, "receive completion failed: %s", efa_status_msg(wc.vendor_err));
+		repost(pkt);
+		return;
+	}
+	pkt->len = wc.byte_len;
+	Parsed pk;
+	const ParseError e = parse(pkt->buf, pkt->len, pk);
+	if (e != ParseError::None) {
+		dropped_malformed++;
+		if (!warned_malformed) {
+			warned_malformed = true;
+			EFA_WARN(EpData, "malformed packet from QP %u (%u bytes): %s; dropped (peers must run the same "
+				 "protocol version; further ones are counted, not logged)",
+				 wc.src_qp, wc.byte_len, parse_error_str(e));
+		}
+		repost(pkt);
+		return;
+	}
+	Peer *p = peer_from_wc(wc, pk);
+	if (p) {
+		pkt->peer = p;
+		if (!p->hs_sent)
+			send_handshake(*p);
+		dispatch(*p, pkt, pk);
+	}
+	repost(pkt);
+}
+
+void Ep::dispatch(Peer &p, Pkt *pkt, const Parsed &pk)
+{
+	switch (pk.type) {
+	case PktType::Handshake: handle_handshake(p, pk); break;
+	case PktType::Cts: handle_cts(p, pk); break;
+	case PktType::Data: handle_data(p, pk); break;
+	case PktType::Receipt: handle_receipt(p, pk); break;
+	case PktType::EagerMsg:
+	case PktType::EagerTag:
+	case PktType::MediumMsg:
+	case PktType::MediumTag:
+	case PktType::LongCtsMsg:
+	case PktType::LongCtsTag: ordered_req(p, pkt, pk); break;
+	default:
+		/* Types this version parses but does not act on yet. */
+		dropped_unknown++;
+		EFA_DBG(EpData, "%s from %s: not handled", pkt_type_name(pk.type), addr_to_string(p.raw).c_str());
+		break;
+	}
+}
+
+namespace {
+
+uint32_t msg_id_of(const Parsed &pk)
+{
+	return pk.type == PktType::AtomicReq ? pk.as<AtomicReqHdr>().msg_id : pk.as<RtmHdr>().msg_id;
+}
+
+} // namespace
+
+void Ep::ordered_req(Peer &p, Pkt *pkt, const Parsed &pk)
+{
+	const uint32_t id = msg_id_of(pk);
+	switch (p.rob.classify(id)) {
+	case ReorderBuffer<Pkt>::Verdict::Past:
+		route_segment(p, *pkt, pk);
+		return;
+	case ReorderBuffer<Pkt>::Verdict::Queued:
+		p.rob.accept(id, copy_of(*pkt));
+		return;
+	case ReorderBuffer<Pkt>::Verdict::Deliver:
+		p.rob.accept(id, pkt);
+		break;
+	}
+	process_req(p, pkt, pk);
+	/* What waited for this one, in order. */
+	while (Pkt *chain = p.rob.pop()) {
+		bool started = false;
+		while (chain) {
+			Pkt *next = chain->rb_next;
+			Parsed c;
+			if (parse(chain->buf, chain->len, c) == ParseError::None) {
+				/* Only medium messages have several packets per id: another start
+				 * of a one-packet request is a duplicate from a faulty peer. */
+				const bool medium = c.type == PktType::MediumMsg || c.type == PktType::MediumTag;
+				if (started && !medium)
+					dropped_dup++;
+				else
+					process_req(p, chain, c);
+				started = true;
+			}
+			free_copy(chain);
+			chain = next;
+		}
+	}
+}
+
+void Ep::process_req(Peer &p, Pkt *pkt, const Parsed &pk)
+{
+	/* Later segments of a medium message whose first one started it. */
+	if ((pk.type == PktType::MediumMsg || pk.type == PktType::MediumTag) &&
+	    p.active.count(pk.as<RtmHdr>().msg_id)) {
+		route_segment(p, *pkt, pk);
+		return;
+	}
+	start_msg(p, pkt, pk);
+}
+
+} // namespace efa::rdm

@@ -1,0 +1,381 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The sending side of messages (docs/protocol.md section 8): protocol selection, the
+ * EAGER, MEDIUM and LONGCTS requests, DATA under clear-to-send windows, receipts, and
+ * the completion of transmit operations.
+ */
+#include "rdm/ep.h"
+
+#include "efa_errno.h"
+#include "info.h"
+#include "log.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace efa::rdm {
+
+uint64_t iov_total(const iovec *iov, size_t count)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < count; i++)
+		n += iov[i].iov_len;
+	return n;
+}
+
+size_t iov_to_buf(const iovec *iov, size_t count, uint64_t off, void *dst, size_t len)
+{
+	size_t done = 0;
+	for (size_t i = 0; i < count && done < len; i++) {
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		const size_t n = std::min<size_t>(iov[i].iov_len - off, len - done);
+		std::memcpy(static_cast<uint8_t *>(dst) + done, static_cast<const uint8_t *>(iov[i].iov_base) + off, n);
+		done += n;
+		off = 0;
+	}
+	return done;
+}
+
+size_t buf_to_iov(const iovec *iov, size_t count, uint64_t off, const void *src, size_t len)
+{
+	size_t done = 0;
+	for (size_t i = 0; i < count && done < len; i++) {
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		const size_t n = std::min<size_t>(iov[i].iov_len - off, len - done);
+		std::memcpy(static_cast<uint8_t *>(iov[i].iov_base) + off, static_cast<const uint8_t *>(src) + done, n);
+		done += n;
+		off = 0;
+	}
+	return done;
+}
+
+namespace {
+
+/* Optional header bytes of a REQ to `p`. */
+size_t opt_len(const Peer &p, bool data) { return (p.hs_got ? 0 : sizeof(RawAddr)) + (data ? kCqDataLen : 0); }
+
+} // namespace
+
+ssize_t Ep::send(const SendArgs &a)
+{
+	if (!enabled)
+		return -FI_EOPBADSTATE;
+	if (!tx_cq)
+		return -FI_ENOCQ;
+	if (a.count > kRdmIovLimit || (a.count && !a.iov)) {
+		EFA_DBG(EpData, "%zu iovs: the limit is %zu", a.count, kRdmIovLimit);
+		return -FI_EINVAL;
+	}
+	const uint64_t len = iov_total(a.iov, a.count);
+	const bool inject = a.flags & FI_INJECT;
+	if (inject && len > inject_size) {
+		EFA_DBG(EpData, "inject of %lu bytes: inject_size is %zu", (unsigned long)len, inject_size);
+		return -FI_EMSGSIZE;
+	}
+	Peer *p = peer_for_addr(a.dest);
+	if (!p) {
+		EFA_DBG(EpData, "fi_addr %lu is not in the address vector", (unsigned long)a.dest);
+		return -FI_EINVAL;
+	}
+	/* A peer that answered RNR is left alone until its backoff ends. */
+	if (!p->queued.empty() || now_ns() < p->backoff_until)
+		return -FI_EAGAIN;
+
+	const bool data = a.flags & FI_REMOTE_CQ_DATA;
+	const size_t opt = opt_len(*p, data);
+	const size_t eager_max = mtu - sizeof(EagerHdr) - opt;
+	const size_t medium_seg = mtu - sizeof(MediumHdr) - opt;
+	Proto proto = Proto::LongCts;
+	size_t npkts = 1;
+	if (len <= eager_max) {
+		proto = Proto::Eager;
+	} else if (len <= max_medium) {
+		proto = Proto::Medium;
+		npkts = (len + medium_seg - 1) / medium_seg;
+	}
+	if (!p->hs_sent)
+		npkts++;
+	/* Everything the first burst needs, or nothing: a message id is never spent on a
+	 * message that cannot go out. */
+	if (tx_pkts.avail() < npkts)
+		return -FI_EAGAIN;
+	TxOp *op = txops.get();
+	if (!op)
+		return -FI_EAGAIN;
+	if (!p->hs_sent)
+		send_handshake(*p);
+
+	op->kind = a.tagged ? TxKind::Tagged : TxKind::Msg;
+	op->proto = proto;
+	op->peer = p;
+	op->addr = a.dest;
+	op->context = a.context;
+	op->flags = a.flags;
+	op->cq_flags = FI_SEND | (a.tagged ? FI_TAGGED : FI_MSG);
+	op->completion = !inject && tx_completion(a.flags);
+	std::copy(a.iov, a.iov + a.count, op->iov);
+	if (a.desc)
+		std::copy(a.desc, a.desc + a.count, op->desc);
+	op->iov_count = a.count;
+	op->len = len;
+	op->tag = a.tag;
+	op->data = a.data;
+	op->msg_id = p->next_tx_id++;
+	op->need_receipt = a.flags & FI_DELIVERY_COMPLETE;
+	if (op->need_receipt)
+		p->receipts[op->msg_id] = op;
+	const uint16_t flags = req_flags(*p) | (data ? kFlagCqData : 0) | (op->need_receipt ? kFlagDeliveryComplete : 0);
+	const uint8_t tagbit = a.tagged ? 1 : 0;
+
+	auto begin = [&](PktWriter &w, Pkt *pkt) {
+		(void)pkt;
+		write_raw_addr(w, *p);
+		if (data)
+			w.cq_data(a.data);
+	};
+	switch (proto) {
+	case Proto::Eager: {
+		Pkt *pkt = tx_pkt(*p, op);
+		PktWriter w(pkt->buf, pkt->cap);
+		EagerHdr *h = w.header<EagerHdr>(PktType(uint8_t(PktType::EagerMsg) + tagbit), qkey, flags);
+		h->rtm.msg_id = op->msg_id;
+		h->rtm.seg_len = uint32_t(len);
+		h->rtm.tag = a.tag;
+		begin(w, pkt);
+		iov_to_buf(a.iov, a.count, 0, w.reserve(len), len);
+		pkt->len = uint32_t(w.size());
+		op->sent = len;
+		post(pkt);
+		break;
+	}
+	case Proto::Medium:
+		for (uint64_t off = 0; off < len; off += medium_seg) {
+			const size_t n = std::min<uint64_t>(medium_seg, len - off);
+			Pkt *pkt = tx_pkt(*p, op);
+			PktWriter w(pkt->buf, pkt->cap);
+			MediumHdr *h = w.header<MediumHdr>(PktType(uint8_t(PktType::MediumMsg) + tagbit), qkey, flags);
+			h->rtm.msg_id = op->msg_id;
+			h->rtm.seg_len = uint32_t(n);
+			h->rtm.tag = a.tag;
+			h->msg_len = len;
+			h->seg_off = off;
+			begin(w, pkt);
+			iov_to_buf(a.iov, a.count, off, w.reserve(n), n);
+			pkt->len = uint32_t(w.size());
+			op->sent += n;
+			post(pkt);
+		}
+		break;
+	default: {
+		op->id = tx_ids.add(op);
+		const size_t first = std::min<uint64_t>(len, mtu - sizeof(LongCtsHdr) - opt);
+		Pkt *pkt = tx_pkt(*p, op);
+		PktWriter w(pkt->buf, pkt->cap);
+		LongCtsHdr *h = w.header<LongCtsHdr>(PktType(uint8_t(PktType::LongCtsMsg) + tagbit), qkey, flags);
+		h->rtm.msg_id = op->msg_id;
+		h->rtm.seg_len = uint32_t(first);
+		h->rtm.tag = a.tag;
+		h->msg_len = len;
+		h->send_id = op->id;
+		h->credits = uint32_t(credits);
+		begin(w, pkt);
+		iov_to_buf(a.iov, a.count, 0, w.reserve(first), first);
+		pkt->len = uint32_t(w.size());
+		op->sent = first;
+		post(pkt);
+		break;
+	}
+	}
+	return 0;
+}
+
+void Ep::handle_cts(Peer &p, const Parsed &pk)
+{
+	const CtsHdr &h = pk.as<CtsHdr>();
+	TxOp *op = tx_ids.find(h.send_id);
+	if (!op || op->peer != &p || op->err) {
+		dropped_unknown++;
+		return;
+	}
+	op->peer_id = h.recv_id;
+	op->window += h.window;
+	pump(*op);
+}
+
+void Ep::pump(TxOp &op)
+{
+	const size_t seg_max = mtu - sizeof(DataHdr);
+	while (op.window && op.sent < op.len && !op.err) {
+		Pkt *pkt = tx_pkt(*op.peer, &op);
+		if (!pkt)
+			break;
+		const size_t n = std::min<uint64_t>({seg_max, op.window, op.len - op.sent});
+		PktWriter w(pkt->buf, pkt->cap);
+		DataHdr *h = w.header<DataHdr>(PktType::Data, qkey);
+		h->recv_id = op.peer_id;
+		h->seg_len = uint32_t(n);
+		h->seg_off = op.sent;
+		iov_to_buf(op.iov, op.iov_count, op.sent, w.reserve(n), n);
+		pkt->len = uint32_t(w.size());
+		op.sent += n;
+		op.window -= n;
+		post(pkt);
+	}
+	const bool more = op.window && op.sent < op.len && !op.err;
+	if (more && !op.on_list())
+		tx_pending.push_back(&op);
+	else if (!more && op.on_list())
+		tx_pending.unlink(&op);
+}
+
+void Ep::handle_receipt(Peer &p, const Parsed &pk)
+{
+	auto it = p.receipts.find(pk.as<ReceiptHdr>().msg_id);
+	if (it == p.receipts.end()) {
+		dropped_unknown++;
+		return;
+	}
+	TxOp *op = it->second;
+	p.receipts.erase(it);
+	op->got_receipt = true;
+	finish_tx(op);
+}
+
+void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
+{
+	sq_used--;
+	Peer *p = pkt->peer;
+	TxOp *op = pkt->op;
+	if (wc.status == IBV_WC_SUCCESS) {
+		p->backoff_us = 0;
+		tx_pkts.put(pkt);
+		if (op) {
+			op->inflight--;
+			finish_tx(op);
+		}
+		return;
+	}
+	const uint32_t status = wc.vendor_err;
+	if (status == uint32_t(EfaStatus::REMOTE_ERROR_RNR)) {
+		const PktType type = PktType(pkt->buf[0]);
+		const bool first = is_req(type) && (type != PktType::MediumMsg && type != PktType::MediumTag);
+		if (rm_enabled || !op || !first) {
+			on_rnr(pkt);
+			return;
+		}
+		/* FI_RM_DISABLED: the operation fails with FI_ENORX; its message id still has
+		 * to reach the peer, as a void message (protocol.md section 11). */
+		op->inflight--;
+		fail_tx(op, FI_ENORX, status);
+		RtmHdr *h = reinterpret_cast<RtmHdr *>(pkt->buf);
+		const uint32_t id = h->msg_id;
+		const uint64_t tag = h->tag;
+		PktWriter w(pkt->buf, pkt->cap);
+		EagerHdr *v = w.header<EagerHdr>(is_tagged(type) ? PktType::EagerTag : PktType::EagerMsg, qkey,
+						 uint16_t(req_flags(*p) | kFlagVoid));
+		v->rtm.msg_id = id;
+		v->rtm.tag = tag;
+		write_raw_addr(w, *p);
+		pkt->len = uint32_t(w.size());
+		pkt->op = nullptr;
+		on_rnr(pkt);
+		return;
+	}
+	if (status == uint32_t(EfaStatus::LOCAL_ERROR_UNRESP_REMOTE) ||
+	    status == uint32_t(EfaStatus::LOCAL_ERROR_UNREACH_REMOTE) ||
+	    status == uint32_t(EfaStatus::REMOTE_ERROR_BAD_DEST_QPN))
+		p->unreachable = true;
+	if (op) {
+		op->inflight--;
+		fail_tx(op, efa_status_to_fi(status), status);
+	} else if (PktType(pkt->buf[0]) != PktType::Handshake) {
+		EFA_WARN(EpData, "a %s packet to %s failed: %s", pkt_type_name(PktType(pkt->buf[0])),
+			 addr_to_string(p->raw).c_str(), efa_status_msg(status));
+	}
+	tx_pkts.put(pkt);
+}
+
+void Ep::fail_tx(TxOp *op, int err, uint32_t prov_errno)
+{
+	if (!op->err) {
+		op->err = err;
+		op->prov_errno = prov_errno;
+	}
+	finish_tx(op);
+}
+
+void Ep::finish_tx(TxOp *op)
+{
+	if (op->inflight)
+		return;
+	if (!op->err) {
+		if (op->sent < op->len)
+			return; /* a long message waits for its next window */
+		if (op->need_receipt && !op->got_receipt)
+			return;
+		if ((op->kind == TxKind::Read || op->proto == Proto::EmuAtomic) && op->done < op->len)
+			return; /* the response is still on its way */
+	}
+	if (op->on_list())
+		tx_pending.unlink(op);
+	if (op->id)
+		tx_ids.remove(op->id);
+	if (op->need_receipt && !op->got_receipt)
+		op->peer->receipts.erase(op->msg_id);
+	complete_tx(*op);
+	txops.put(op);
+}
+
+void Ep::complete_tx(TxOp &op)
+{
+	CntrIdx ci = kCntrSend;
+	if (op.kind == TxKind::Read || (op.kind == TxKind::Atomic && op.result_count))
+		ci = kCntrRead;
+	else if (op.kind == TxKind::Write || op.kind == TxKind::Atomic)
+		ci = kCntrWrite;
+	count(ci, !op.err);
+	if (!op.err) {
+		if (op.completion) {
+			fi_cq_tagged_entry e{};
+			e.op_context = op.context;
+			e.flags = op.cq_flags;
+			tx_cq->push(e, FI_ADDR_NOTAVAIL);
+		}
+		return;
+	}
+	char text[kMaxErrData];
+	snprintf(text, sizeof text, "%s (EFA status %u, peer %s)",
+		 op.prov_errno ? efa_status_msg(op.prov_errno) : fi_strerror(op.err), op.prov_errno,
+		 addr_to_string(op.peer->raw).c_str());
+	/* Clients dereference op_context of error entries: one without a context is only
+	 * logged. */
+	if (op.context)
+		report_error(tx_cq, op.context, op.cq_flags, op.err, op.prov_errno, text, op.len, 0, nullptr, op.data,
+			     op.tag);
+	else
+		EFA_WARN(EpData, "an operation without a context failed: %s", text);
+}
+
+void Ep::report_error(Cq *cq, void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &text,
+		      uint64_t len, uint64_t olen, void *buf, uint64_t data, uint64_t tag)
+{
+	fi_cq_err_entry e{};
+	e.op_context = context;
+	e.flags = flags;
+	e.len = len;
+	e.buf = buf;
+	e.data = data;
+	e.tag = tag;
+	e.olen = olen;
+	e.err = err;
+	e.prov_errno = int(prov_errno);
+	cq->push_error(e, text);
+}
+
+} // namespace efa::rdm
