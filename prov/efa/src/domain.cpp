@@ -48,7 +48,14 @@ int no_scalable_ep(fid_domain *, fi_info *, fid_ep **, void *) { return -FI_ENOS
 int no_poll_open(fid_domain *, fi_poll_attr *, fid_poll **) { return -FI_ENOSYS; }
 int no_stx(fid_domain *, fi_tx_attr *, fid_stx **, void *) { return -FI_ENOSYS; }
 int no_srx(fid_domain *, fi_rx_attr *, fid_ep **, void *) { return -FI_ENOSYS; }
-int no_query_atomic(fid_domain *, fi_datatype, fi_op, fi_atomic_attr *, uint64_t) { return -FI_EOPNOTSUPP; }
+/* efa-direct has no atomics; the efa fabric emulates them. */
+int domain_query_atomic(fid_domain *df, fi_datatype dt, fi_op op, fi_atomic_attr *attr, uint64_t flags)
+{
+	Domain *d = fid_to<Domain>(&df->fid);
+	if (!d)
+		return -FI_EINVAL;
+	return d->rdm ? rdm::query_atomic(*d->dev, dt, op, attr, flags) : -FI_EOPNOTSUPP;
+}
 int no_query_collective(fid_domain *, fi_collective_op, fi_collective_attr *, uint64_t) { return -FI_ENOSYS; }
 
 fi_ops g_domain_fi_ops = {
@@ -81,7 +88,7 @@ fi_ops_domain g_domain_ops = [] {
 	o.poll_open = no_poll_open;
 	o.stx_ctx = no_stx;
 	o.srx_ctx = no_srx;
-	o.query_atomic = no_query_atomic;
+	o.query_atomic = domain_query_atomic;
 	o.query_collective = no_query_collective;
 	return o;
 }();

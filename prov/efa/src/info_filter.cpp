@@ -170,8 +170,9 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 			user |= FI_MR_LOCAL;
 		if ((user & prov_mr) != prov_mr)
 			return fail("mr_mode %#x lacks the required %#x", user_mr, prov_mr & ~user);
-		/* The efa fabric takes descriptors when the application offers them. */
-		info->domain_attr->mr_mode = prov_mr | (direct ? 0 : user & FI_MR_LOCAL);
+		/* The efa fabric never needs descriptors (it copies, or emulates RMA without
+		 * them), so it does not hand FI_MR_LOCAL back even when offered. */
+		info->domain_attr->mr_mode = prov_mr;
 	}
 	info->mode = mode;
 

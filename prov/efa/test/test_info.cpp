@@ -459,7 +459,7 @@ Test(info, efa_fabric_tailoring_results)
 	cr_assert_eq(i->tx_attr->msg_order, uint64_t(FI_ORDER_SAS), "ordering as asked");
 	cr_assert_eq(i->domain_attr->threading, FI_THREAD_DOMAIN);
 	fi_freeinfo(i);
-	/* FI_MR_LOCAL offered: kept, with what RMA needs */
+	/* FI_MR_LOCAL offered: not needed, not handed back; what RMA needs is */
 	Case local{"local",
 		   [](fi_info *h) {
 			   h->caps |= FI_RMA;
@@ -469,7 +469,7 @@ Test(info, efa_fabric_tailoring_results)
 		   true};
 	i = run(local, &why, rdm_prototype, mtl_hints);
 	cr_assert_not_null(i, "%s", why.c_str());
-	cr_assert_eq(i->domain_attr->mr_mode, int(FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR));
+	cr_assert_eq(i->domain_attr->mr_mode, int(FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR));
 	fi_freeinfo(i);
 	/* no hints at all: everything */
 	fi_info *proto = rdm_prototype(dev());

@@ -74,7 +74,8 @@ Test(pkt, header_sizes_are_the_spec)
 	cr_assert_eq(hdr_size(PktType::Receipt), 16u);
 	cr_assert_eq(hdr_size(PktType::WriteReq), 32u);
 	cr_assert_eq(hdr_size(PktType::ReadReq), 32u);
-	cr_assert_eq(hdr_size(PktType::ReadRsp), 16u);
+	cr_assert_eq(hdr_size(PktType::ReadRsp), 24u);
+	cr_assert_eq(hdr_size(PktType::Error), 24u);
 	cr_assert_eq(hdr_size(PktType::AtomRsp), 16u);
 	cr_assert_eq(hdr_size(PktType::AtomicReq), 32u);
 	cr_assert_eq(hdr_size(PktType(99)), 0u);
@@ -145,7 +146,7 @@ Test(pkt, base_header_checks)
 	b.b[1] = 2; /* version */
 	cr_assert_eq(parse(b.b, len, p), ParseError::Version);
 	b.b[1] = kProtoVersion;
-	for (int t : {0, 8, 15, 24, 31, 35, 64, 128, 255}) {
+	for (int t : {0, 9, 15, 24, 31, 35, 64, 128, 255}) {
 		b.b[0] = uint8_t(t);
 		cr_assert_eq(parse(b.b, len, p), ParseError::Type, "type %d", t);
 	}
@@ -273,12 +274,30 @@ Test(pkt, read_req_and_responses)
 	cr_assert_eq(parse(b.b, w.size(), p), ParseError::Length);
 
 	PktWriter r(b.b, sizeof b.b);
-	auto *rh = r.header<RspHdr>(PktType::ReadRsp, 1);
+	auto *rh = r.header<ReadRspHdr>(PktType::ReadRsp, 1);
 	rh->recv_id = 12;
 	rh->seg_len = 10;
+	rh->seg_off = 4096;
 	r.bytes("0123456789", 10);
 	cr_assert_eq(parse(b.b, r.size(), p), ParseError::None);
+	cr_assert_eq(p.as<ReadRspHdr>().seg_off, 4096u);
 	cr_assert_eq(parse(b.b, r.size() - 1, p), ParseError::Length);
+	rh->seg_off = UINT64_MAX - 5;
+	cr_assert_eq(parse(b.b, r.size(), p), ParseError::Length);
+
+	PktWriter a(b.b, sizeof b.b);
+	auto *ah = a.header<RspHdr>(PktType::AtomRsp, 1);
+	ah->seg_len = 8;
+	a.reserve(8);
+	cr_assert_eq(parse(b.b, a.size(), p), ParseError::None);
+	cr_assert_eq(parse(b.b, a.size() + 1, p), ParseError::Length);
+
+	PktWriter e(b.b, sizeof b.b);
+	auto *eh = e.header<ErrorHdr>(PktType::Error, 1);
+	cr_assert_eq(parse(b.b, e.size(), p), ParseError::Length, "an ERROR without an error");
+	eh->err = 13;
+	cr_assert_eq(parse(b.b, e.size(), p), ParseError::None);
+	assert_truncations_refused(b, e.size());
 }
 
 Test(pkt, data_cts_eor_receipt_handshake)

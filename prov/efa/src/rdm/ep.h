@@ -32,6 +32,7 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include <deque>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -127,6 +128,7 @@ struct TxOp : IListNode<TxOp> {
 	uint32_t inflight = 0;
 	bool need_receipt = false;
 	bool got_receipt = false;
+	bool responder = false; /* the target side of an emulated read: sends READRSP */
 	int err = 0;	     /* first error (positive FI_E*) */
 	uint32_t prov_errno = 0;
 	/* RMA and atomics */
@@ -215,6 +217,49 @@ struct SendArgs {
 	bool tagged;
 };
 
+/* The arguments of every RMA call. */
+struct RmaArgs {
+	const iovec *iov;
+	void **desc;
+	size_t count;
+	fi_addr_t dest;
+	const fi_rma_iov *rma;
+	size_t rma_count;
+	uint64_t data;
+	uint64_t flags;
+	void *context;
+	bool write;
+};
+
+/* The arguments of every atomic call, with fi_ioc counts in elements. */
+struct AtomicArgs {
+	AtomicKind kind;
+	const fi_ioc *src;
+	size_t src_count;
+	const fi_ioc *cmp;
+	size_t cmp_count;
+	const fi_ioc *res;
+	size_t res_count;
+	size_t count; /* elements (FI_ATOMIC_READ: from the result buffers) */
+	fi_addr_t dest;
+	const fi_rma_ioc *rma;
+	size_t rma_count;
+	fi_datatype dt;
+	fi_op op;
+	uint64_t flags;
+	void *context;
+};
+
+/* A control packet that found no transmit buffer, sent by progress. */
+struct Ctl {
+	Peer *peer;
+	PktType type; /* Receipt, Error or AtomRsp */
+	uint32_t a;   /* send_id / op_id / recv_id */
+	uint32_t b;   /* msg_id */
+	uint32_t err;
+	std::vector<uint8_t> payload;
+};
+
 /* The arguments of every receive-like call. */
 struct RecvArgs {
 	const iovec *iov;
@@ -269,6 +314,7 @@ struct Ep : EpBase {
 	std::unordered_map<void *, MsgRx *> claimed; /* FI_CLAIM, by context */
 	IList<TxOp> tx_pending;			     /* long-CTS sends with a window to fill */
 	IList<MsgRx> rx_pending;		     /* receives owing a control packet */
+	std::deque<Ctl> ctl_pending;		     /* target answers waiting for a buffer */
 
 	/* Statistics, for logs and tests. */
 	uint64_t dropped_malformed = 0, dropped_unknown = 0, dropped_dup = 0, rnr_resends = 0;
@@ -301,6 +347,24 @@ struct Ep : EpBase {
 	void route_segment(Peer &p, const Pkt &pkt, const Parsed &pk);
 	void handle_data(Peer &p, const Parsed &pk);
 	bool send_cts(MsgRx &m);
+
+	/* rdm/rma.cpp: the initiator */
+	ssize_t rma(const RmaArgs &a);
+	ssize_t atomic(const AtomicArgs &a);
+	bool device_rma_ok(const TxOp &op, bool write, bool with_data) const;
+	void post_device_rma(TxOp &op, bool write);
+	void handle_read_rsp(Peer &p, const Parsed &pk);
+	void handle_atom_rsp(Peer &p, const Parsed &pk);
+	void handle_error(Peer &p, const Parsed &pk);
+
+	/* rdm/target.cpp: the target of emulated RMA and atomics */
+	int check_rma(const RmaIov *iov, uint32_t n, uint64_t access, iovec *out);
+	void handle_write_req(Peer &p, const Parsed &pk);
+	void handle_read_req(Peer &p, const Parsed &pk);
+	void handle_atomic_req(Peer &p, const Parsed &pk);
+	void remote_write_imm(const verbs::Wc &wc);
+	void send_ctl(Ctl c);
+	bool try_ctl(Ctl &c);
 
 	/* rdm/rx.cpp */
 	void rx_done(Pkt *pkt, const verbs::Wc &wc);
@@ -337,6 +401,8 @@ struct Ep : EpBase {
 };
 
 int ep_open(fid_domain *domain, fi_info *info, fid_ep **ep, void *context);
+/* fi_query_atomic on an efa fabric domain. */
+int query_atomic(const verbs::Device &dev, fi_datatype dt, fi_op op, fi_atomic_attr *attr, uint64_t flags);
 
 extern fi_ops_msg g_msg_ops;
 extern fi_ops_tagged g_tagged_ops;

@@ -251,6 +251,8 @@ void Ep::progress()
 			p = next;
 		}
 	}
+	while (!ctl_pending.empty() && try_ctl(ctl_pending.front()))
+		ctl_pending.pop_front();
 	for (TxOp *op = tx_pending.front(); op;) {
 		TxOp *next = IList<TxOp>::next(op);
 		pump(*op);

@@ -24,8 +24,9 @@ TypeInfo info_of(PktType t)
 	case PktType::Data: return {"DATA", sizeof(DataHdr), 0, false, false};
 	case PktType::Eor: return {"EOR", sizeof(EorHdr), 0, false, false};
 	case PktType::Receipt: return {"RECEIPT", sizeof(ReceiptHdr), 0, false, false};
-	case PktType::ReadRsp: return {"READRSP", sizeof(RspHdr), 0, false, false};
+	case PktType::ReadRsp: return {"READRSP", sizeof(ReadRspHdr), 0, false, false};
 	case PktType::AtomRsp: return {"ATOMRSP", sizeof(RspHdr), 0, false, false};
+	case PktType::Error: return {"ERROR", sizeof(ErrorHdr), 0, false, false};
 	case PktType::EagerMsg: return {"EAGER_MSG", sizeof(EagerHdr), kReqMsgFlags | kFlagVoid, true, true};
 	case PktType::EagerTag: return {"EAGER_TAG", sizeof(EagerHdr), kReqMsgFlags | kFlagVoid, true, true};
 	case PktType::MediumMsg: return {"MEDIUM_MSG", sizeof(MediumHdr), kReqMsgFlags, true, true};
@@ -185,12 +186,21 @@ ParseError parse(const void *buf, size_t len, Parsed &out)
 			return ParseError::Length;
 		break;
 	}
+	case PktType::ReadRsp: {
+		const ReadRspHdr &h = r.as<ReadRspHdr>();
+		if (h.seg_len != rest || !rest || !fits(h.seg_off, rest, UINT64_MAX))
+			return ParseError::Length;
+		break;
+	}
+	case PktType::Error:
+		if (rest || !r.as<ErrorHdr>().err)
+			return ParseError::Length;
+		break;
 	case PktType::Eor:
 	case PktType::Receipt:
 		if (rest)
 			return ParseError::Length;
 		break;
-	case PktType::ReadRsp:
 	case PktType::AtomRsp:
 		if (r.as<RspHdr>().seg_len != rest)
 			return ParseError::Length;

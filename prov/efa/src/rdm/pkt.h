@@ -35,6 +35,7 @@ enum class PktType : uint8_t {
 	Receipt = 5,
 	ReadRsp = 6,
 	AtomRsp = 7,
+	Error = 8,
 	EagerMsg = 16,
 	EagerTag = 17,
 	MediumMsg = 18,
@@ -171,13 +172,32 @@ struct ReadReqHdr {
 };
 static_assert(sizeof(ReadReqHdr) == 32);
 
-/* READRSP and ATOMRSP. */
+/* READRSP: a segment of an emulated read's data, at seg_off of the initiator's buffer. */
+struct ReadRspHdr {
+	BaseHdr base;
+	uint32_t recv_id;
+	uint32_t seg_len;
+	uint64_t seg_off;
+};
+static_assert(sizeof(ReadRspHdr) == 24);
+
+/* ATOMRSP: the target's values before a fetching or comparing atomic. */
 struct RspHdr {
 	BaseHdr base;
 	uint32_t recv_id;
 	uint32_t seg_len;
 };
 static_assert(sizeof(RspHdr) == 16);
+
+/* ERROR: the target refused an operation (RMA iov outside registered memory, ...). */
+struct ErrorHdr {
+	BaseHdr base;
+	uint32_t op_id;	 /* the initiator's id of the operation */
+	uint32_t msg_id; /* its message id, for ordered requests */
+	uint32_t err;	 /* positive FI_E* */
+	uint32_t pad;
+};
+static_assert(sizeof(ErrorHdr) == 24);
 
 enum class AtomicKind : uint8_t { Write = 0, Fetch = 1, Compare = 2 };
 

@@ -281,7 +281,8 @@ void Ep::advance_msg(MsgRx *m)
 {
 	if (m->claimed)
 		return;
-	const bool long_cts = m->type == PktType::LongCtsMsg || m->type == PktType::LongCtsTag;
+	const bool long_cts =
+		m->type == PktType::LongCtsMsg || m->type == PktType::LongCtsTag || m->type == PktType::WriteReq;
 	if (long_cts && m->received >= m->granted && m->granted < m->msg_len)
 		send_cts(*m);
 	if (m->received >= m->msg_len)
@@ -362,6 +363,17 @@ void Ep::finish_msg(MsgRx *m)
 
 void Ep::complete_rx(MsgRx &m)
 {
+	if (m.type == PktType::WriteReq) {
+		/* The target of an emulated write: an event only with remote CQ data. */
+		count(kCntrRemoteWrite, true);
+		if (m.has_data && rx_cq) {
+			fi_cq_tagged_entry e{};
+			e.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
+			e.data = m.data;
+			rx_cq->push(e, m.src);
+		}
+		return;
+	}
 	uint64_t flags = rx_flags(m);
 	RxOp *r = m.rx;
 	if (r) {

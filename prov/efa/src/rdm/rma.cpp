@@ -1,51 +1,596 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* fi_rma(3) and fi_atomic(3) of the RDM endpoint. */
+/*
+ * RMA and atomics, the initiator's side (docs/protocol.md section 9): device RDMA
+ * where both devices have it, the peer's handshake is known and the local buffers
+ * have descriptors; emulated by WRITE_REQ / READ_REQ / ATOMIC_REQ otherwise. Emulated
+ * writes and atomics always wait for the target's RECEIPT (or ERROR), so that a refused
+ * remote address is reported as the operation's error.
+ */
 #include "rdm/ep.h"
+
+#include "info.h"
+#include "log.h"
+#include "rdm/atomic_ops.h"
+
+#include <algorithm>
+#include <cstring>
 
 namespace efa::rdm {
 
+/* ------------------------------------------------------------------ RMA */
+
+bool Ep::device_rma_ok(const TxOp &op, bool write, bool with_data) const
+{
+	const Peer &p = *op.peer;
+	const uint64_t need = write ? kFeatRdmaWrite : kFeatRdmaRead;
+	if (!p.hs_got || !(features & need) || !(p.features & need))
+		return false;
+	/* Write-with-immediate must not depend on receive buffers at either end. */
+	if (with_data && (!(features & kFeatUnsolicitedWriteRecv) || !(p.features & kFeatUnsolicitedWriteRecv) ||
+			  op.len > dom->dev->max_rdma_size()))
+		return false;
+	if (op.iov_count > qp.features().max_send_sge)
+		return false;
+	for (size_t i = 0; i < op.iov_count; i++) {
+		if (!op.iov[i].iov_len)
+			continue;
+		const Mr *mr = mr_from_desc(op.desc[i], dom);
+		const uintptr_t a = reinterpret_cast<uintptr_t>(op.iov[i].iov_base);
+		if (!mr || a < mr->addr || a - mr->addr + op.iov[i].iov_len > mr->len)
+			return false;
+	}
+	return true;
+}
+
+void Ep::post_device_rma(TxOp &op, bool write)
+{
+	const uint64_t seg = dom->dev->max_rdma_size();
+	const bool imm = op.flags & FI_REMOTE_CQ_DATA;
+	uint64_t off = 0;
+	do {
+		const uint64_t n = std::min(seg, op.len - off);
+		ibv_sge sge[kMaxRmaIov];
+		size_t nsge = 0;
+		uint64_t skip = off, want = n;
+		for (size_t i = 0; i < op.iov_count && want; i++) {
+			if (skip >= op.iov[i].iov_len) {
+				skip -= op.iov[i].iov_len;
+				continue;
+			}
+			const uint64_t take = std::min<uint64_t>(op.iov[i].iov_len - skip, want);
+			const Mr *mr = mr_from_desc(op.desc[i], dom);
+			sge[nsge++] = ibv_sge{reinterpret_cast<uintptr_t>(op.iov[i].iov_base) + skip, uint32_t(take),
+					      mr->vmr.lkey()};
+			want -= take;
+			skip = 0;
+		}
+		Pkt *pkt = tx_pkt(*op.peer, &op); /* the work request's transmit credit */
+		const uint64_t raddr = op.rma[0].addr + off;
+		const uint32_t rkey = uint32_t(op.rma[0].key);
+		const bool last = off + n == op.len;
+		int r = write ? qp.write(reinterpret_cast<uint64_t>(pkt), op.peer->dest, {sge, nsge}, rkey, raddr,
+					 uint32_t(op.data), imm && last ? uint32_t(verbs::kWithImm) : 0u)
+			      : qp.read(reinterpret_cast<uint64_t>(pkt), op.peer->dest, {sge, nsge}, rkey, raddr, 0);
+		if (r) {
+			EFA_WARN(EpData, "posting an RDMA %s failed: %s", write ? "write" : "read", fi_strerror(-r));
+			op.inflight--;
+			tx_pkts.put(pkt);
+			op.err = FI_EIO;
+			break;
+		}
+		sq_used++;
+		off += n;
+	} while (off < op.len);
+	op.sent = op.len;
+	op.done = op.len;
+}
+
+ssize_t Ep::rma(const RmaArgs &a)
+{
+	if (!enabled)
+		return -FI_EOPBADSTATE;
+	if (!tx_cq)
+		return -FI_ENOCQ;
+	if (a.count > kRdmIovLimit || (a.count && !a.iov) || a.rma_count != 1 || !a.rma) {
+		EFA_DBG(EpData, "RMA with %zu iovs and %zu remote iovs: the limits are %zu and 1", a.count, a.rma_count,
+			kRdmIovLimit);
+		return -FI_EINVAL;
+	}
+	const uint64_t len = iov_total(a.iov, a.count);
+	if (len > a.rma[0].len)
+		return -FI_EINVAL;
+	const bool inject = a.flags & FI_INJECT;
+	if (inject && (!a.write || len > inject_size))
+		return -FI_EMSGSIZE;
+	Peer *p = peer_for_addr(a.dest);
+	if (!p)
+		return -FI_EINVAL;
+	if (!p->queued.empty() || now_ns() < p->backoff_until)
+		return -FI_EAGAIN;
+	TxOp *op = txops.get();
+	if (!op)
+		return -FI_EAGAIN;
+	op->kind = a.write ? TxKind::Write : TxKind::Read;
+	op->peer = p;
+	op->addr = a.dest;
+	op->context = a.context;
+	op->flags = a.flags;
+	op->cq_flags = FI_RMA | (a.write ? FI_WRITE : FI_READ);
+	op->completion = !inject && tx_completion(a.flags);
+	std::copy(a.iov, a.iov + a.count, op->iov);
+	if (a.desc)
+		std::copy(a.desc, a.desc + a.count, op->desc);
+	op->iov_count = a.count;
+	op->len = len;
+	op->data = a.data;
+	op->rma[0] = a.rma[0];
+	op->rma_count = 1;
+
+	const bool data = a.write && (a.flags & FI_REMOTE_CQ_DATA);
+	const bool device = !inject && device_rma_ok(*op, a.write, data);
+	const size_t opt = (p->hs_got ? 0 : sizeof(RawAddr)) + (data ? kCqDataLen : 0);
+	const size_t room = mtu - sizeof(WriteReqHdr) - opt - sizeof(RmaIov);
+	const size_t seg = dom->dev->max_rdma_size();
+	size_t npkts = device ? std::max<size_t>(1, (len + seg - 1) / seg) : 1;
+	if (!p->hs_sent)
+		npkts++;
+	if (tx_pkts.avail() < npkts) {
+		txops.put(op);
+		return -FI_EAGAIN;
+	}
+	if (!p->hs_sent)
+		send_handshake(*p);
+	op->id = tx_ids.add(op);
+	if (device) {
+		op->proto = Proto::DeviceRma;
+		post_device_rma(*op, a.write);
+		if (op->err && !op->inflight)
+			finish_tx(op);
+		return 0;
+	}
+
+	const RmaIov riov{a.rma[0].addr, len, a.rma[0].key};
+	Pkt *pkt = tx_pkt(*p, op);
+	PktWriter w(pkt->buf, pkt->cap);
+	if (a.write) {
+		op->proto = Proto::EmuWrite;
+		op->need_receipt = true;
+		const size_t first = std::min<uint64_t>(len, room);
+		WriteReqHdr *h = w.header<WriteReqHdr>(PktType::WriteReq, qkey, req_flags(*p) | (data ? kFlagCqData : 0));
+		h->iov_count = 1;
+		h->seg_len = uint32_t(first);
+		h->msg_len = len;
+		h->send_id = op->id;
+		write_raw_addr(w, *p);
+		if (data)
+			w.cq_data(a.data);
+		w.bytes(&riov, sizeof riov);
+		iov_to_buf(a.iov, a.count, 0, w.reserve(first), first);
+		op->sent = first;
+	} else {
+		op->proto = Proto::EmuRead;
+		ReadReqHdr *h = w.header<ReadReqHdr>(PktType::ReadReq, qkey, req_flags(*p));
+		h->iov_count = 1;
+		h->recv_id = op->id;
+		h->msg_len = len;
+		h->window = len ? len : 1;
+		write_raw_addr(w, *p);
+		w.bytes(&riov, sizeof riov);
+		op->sent = len;
+	}
+	pkt->len = uint32_t(w.size());
+	post(pkt);
+	return 0;
+}
+
+void Ep::handle_read_rsp(Peer &p, const Parsed &pk)
+{
+	const ReadRspHdr &h = pk.as<ReadRspHdr>();
+	TxOp *op = tx_ids.find(h.recv_id);
+	if (!op || op->peer != &p || op->kind != TxKind::Read || op->responder) {
+		dropped_unknown++;
+		return;
+	}
+	if (h.seg_off + h.seg_len > op->len || op->done + h.seg_len > op->len) {
+		dropped_malformed++;
+		return;
+	}
+	buf_to_iov(op->iov, op->iov_count, h.seg_off, pk.payload, h.seg_len);
+	op->done += h.seg_len;
+	finish_tx(op);
+}
+
+/* ------------------------------------------------------------------ atomics */
+
+ssize_t Ep::atomic(const AtomicArgs &a)
+{
+	if (!enabled)
+		return -FI_EOPBADSTATE;
+	if (!tx_cq)
+		return -FI_ENOCQ;
+	if (!atomic_valid(a.kind, a.op, a.dt))
+		return -FI_EOPNOTSUPP;
+	if (a.src_count > kRdmIovLimit || a.cmp_count > kRdmIovLimit || a.res_count > kRdmIovLimit ||
+	    a.rma_count != 1 || !a.rma || !a.count)
+		return -FI_EINVAL;
+	const size_t dts = atomic_datatype_size(a.dt);
+	const uint64_t bytes = uint64_t(a.count) * dts;
+	const bool has_operand = a.op != FI_ATOMIC_READ;
+	const bool compare = a.kind == AtomicKind::Compare;
+	if (bytes > rdm_limits(*dom->dev).max_atomic || a.rma[0].count < a.count) {
+		EFA_DBG(EpData, "atomic of %zu elements: more than fi_atomicvalid's count or the remote buffer", a.count);
+		return -FI_EINVAL;
+	}
+	auto ioc_total = [dts](const fi_ioc *v, size_t n) {
+		uint64_t t = 0;
+		for (size_t i = 0; i < n; i++)
+			t += uint64_t(v[i].count) * dts;
+		return t;
+	};
+	if ((has_operand && ioc_total(a.src, a.src_count) != bytes) || (compare && ioc_total(a.cmp, a.cmp_count) != bytes) ||
+	    (a.kind != AtomicKind::Write && ioc_total(a.res, a.res_count) < bytes))
+		return -FI_EINVAL;
+	const bool inject = a.flags & FI_INJECT;
+	Peer *p = peer_for_addr(a.dest);
+	if (!p)
+		return -FI_EINVAL;
+	if (!p->queued.empty() || now_ns() < p->backoff_until)
+		return -FI_EAGAIN;
+	if (tx_pkts.avail() < (p->hs_sent ? 1u : 2u))
+		return -FI_EAGAIN;
+	TxOp *op = txops.get();
+	if (!op)
+		return -FI_EAGAIN;
+	if (!p->hs_sent)
+		send_handshake(*p);
+	op->kind = TxKind::Atomic;
+	op->proto = Proto::EmuAtomic;
+	op->peer = p;
+	op->addr = a.dest;
+	op->context = a.context;
+	op->flags = a.flags;
+	op->cq_flags = FI_ATOMIC | (a.kind == AtomicKind::Write ? FI_WRITE : FI_READ);
+	op->completion = !inject && tx_completion(a.flags);
+	op->aop = a.op;
+	op->adt = a.dt;
+	if (a.kind == AtomicKind::Write) {
+		op->need_receipt = true;
+	} else {
+		for (size_t i = 0; i < a.res_count; i++)
+			op->result[i] = iovec{a.res[i].addr, a.res[i].count * dts};
+		op->result_count = a.res_count;
+		op->len = bytes; /* the response to wait for */
+	}
+	op->sent = op->len;
+	op->id = tx_ids.add(op);
+	op->msg_id = p->next_tx_id++;
+
+	Pkt *pkt = tx_pkt(*p, op);
+	PktWriter w(pkt->buf, pkt->cap);
+	AtomicReqHdr *h = w.header<AtomicReqHdr>(PktType::AtomicReq, qkey, req_flags(*p));
+	h->msg_id = op->msg_id;
+	h->iov_count = 1;
+	h->op = uint8_t(a.op);
+	h->datatype = uint8_t(a.dt);
+	h->kind = uint8_t(a.kind);
+	h->recv_id = op->id;
+	h->count = a.count;
+	write_raw_addr(w, *p);
+	const RmaIov riov{a.rma[0].addr, bytes, a.rma[0].key};
+	w.bytes(&riov, sizeof riov);
+	auto gather = [&](const fi_ioc *v, size_t n) {
+		for (size_t i = 0; i < n; i++)
+			w.bytes(v[i].addr, v[i].count * dts);
+	};
+	if (has_operand)
+		gather(a.src, a.src_count);
+	if (compare)
+		gather(a.cmp, a.cmp_count);
+	pkt->len = uint32_t(w.size());
+	post(pkt);
+	return 0;
+}
+
+void Ep::handle_atom_rsp(Peer &p, const Parsed &pk)
+{
+	const RspHdr &h = pk.as<RspHdr>();
+	TxOp *op = tx_ids.find(h.recv_id);
+	if (!op || op->peer != &p || op->kind != TxKind::Atomic || h.seg_len != op->len || op->done) {
+		dropped_unknown++;
+		return;
+	}
+	buf_to_iov(op->result, op->result_count, 0, pk.payload, h.seg_len);
+	op->done = op->len;
+	finish_tx(op);
+}
+
+void Ep::handle_error(Peer &p, const Parsed &pk)
+{
+	const ErrorHdr &h = pk.as<ErrorHdr>();
+	TxOp *op = tx_ids.find(h.op_id);
+	if (!op || op->peer != &p) {
+		dropped_unknown++;
+		return;
+	}
+	EFA_DBG(EpData, "%s refused an operation: %s", addr_to_string(p.raw).c_str(), fi_strerror(int(h.err)));
+	op->window = 0;
+	fail_tx(op, int(h.err), 0);
+}
+
+/* ------------------------------------------------------------------ fi_rma / fi_atomic entry points */
+
 namespace {
 
-template <typename R, typename... A> R enosys(A...) { return R(-FI_ENOSYS); }
+Ep *ep_of(fid_ep *f) { return fid_to<Ep>(&f->fid); }
+
+constexpr uint64_t kTxDefaultMask = FI_COMPLETION | FI_DELIVERY_COMPLETE | FI_TRANSMIT_COMPLETE | FI_INJECT_COMPLETE;
+
+uint64_t defaults(fid_ep *f)
+{
+	Ep *ep = ep_of(f);
+	return ep ? ep->tx_op_flags & kTxDefaultMask : 0;
+}
+
+ssize_t do_rma(fid_ep *f, const RmaArgs &a)
+{
+	Ep *ep = ep_of(f);
+	if (!ep)
+		return -FI_EINVAL;
+	std::lock_guard<std::mutex> g(ep->lock);
+	return ep->rma(a);
+}
+
+ssize_t rma_read(fid_ep *f, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t addr, uint64_t key, void *ctx)
+{
+	iovec iov{buf, len};
+	fi_rma_iov r{addr, len, key};
+	return do_rma(f, RmaArgs{&iov, &desc, 1, src, &r, 1, 0, defaults(f), ctx, false});
+}
+
+ssize_t rma_readv(fid_ep *f, const iovec *iov, void **desc, size_t count, fi_addr_t src, uint64_t addr, uint64_t key,
+		  void *ctx)
+{
+	fi_rma_iov r{addr, iov_total(iov, count), key};
+	return do_rma(f, RmaArgs{iov, desc, count, src, &r, 1, 0, defaults(f), ctx, false});
+}
+
+ssize_t rma_readmsg(fid_ep *f, const fi_msg_rma *m, uint64_t flags)
+{
+	if (!m)
+		return -FI_EINVAL;
+	return do_rma(f, RmaArgs{m->msg_iov, m->desc, m->iov_count, m->addr, m->rma_iov, m->rma_iov_count, 0, flags,
+				 m->context, false});
+}
+
+ssize_t rma_write(fid_ep *f, const void *buf, size_t len, void *desc, fi_addr_t dest, uint64_t addr, uint64_t key,
+		  void *ctx)
+{
+	iovec iov{const_cast<void *>(buf), len};
+	fi_rma_iov r{addr, len, key};
+	return do_rma(f, RmaArgs{&iov, &desc, 1, dest, &r, 1, 0, defaults(f), ctx, true});
+}
+
+ssize_t rma_writev(fid_ep *f, const iovec *iov, void **desc, size_t count, fi_addr_t dest, uint64_t addr,
+		   uint64_t key, void *ctx)
+{
+	fi_rma_iov r{addr, iov_total(iov, count), key};
+	return do_rma(f, RmaArgs{iov, desc, count, dest, &r, 1, 0, defaults(f), ctx, true});
+}
+
+ssize_t rma_writemsg(fid_ep *f, const fi_msg_rma *m, uint64_t flags)
+{
+	if (!m)
+		return -FI_EINVAL;
+	return do_rma(f, RmaArgs{m->msg_iov, m->desc, m->iov_count, m->addr, m->rma_iov, m->rma_iov_count, m->data,
+				 flags, m->context, true});
+}
+
+ssize_t rma_inject(fid_ep *f, const void *buf, size_t len, fi_addr_t dest, uint64_t addr, uint64_t key)
+{
+	iovec iov{const_cast<void *>(buf), len};
+	fi_rma_iov r{addr, len, key};
+	return do_rma(f, RmaArgs{&iov, nullptr, 1, dest, &r, 1, 0, FI_INJECT, nullptr, true});
+}
+
+ssize_t rma_writedata(fid_ep *f, const void *buf, size_t len, void *desc, uint64_t data, fi_addr_t dest,
+		      uint64_t addr, uint64_t key, void *ctx)
+{
+	iovec iov{const_cast<void *>(buf), len};
+	fi_rma_iov r{addr, len, key};
+	return do_rma(f, RmaArgs{&iov, &desc, 1, dest, &r, 1, data, defaults(f) | FI_REMOTE_CQ_DATA, ctx, true});
+}
+
+ssize_t rma_injectdata(fid_ep *f, const void *buf, size_t len, uint64_t data, fi_addr_t dest, uint64_t addr,
+		       uint64_t key)
+{
+	iovec iov{const_cast<void *>(buf), len};
+	fi_rma_iov r{addr, len, key};
+	return do_rma(f, RmaArgs{&iov, nullptr, 1, dest, &r, 1, data, FI_INJECT | FI_REMOTE_CQ_DATA, nullptr, true});
+}
+
+ssize_t do_atomic(fid_ep *f, const AtomicArgs &a)
+{
+	Ep *ep = ep_of(f);
+	if (!ep)
+		return -FI_EINVAL;
+	std::lock_guard<std::mutex> g(ep->lock);
+	return ep->atomic(a);
+}
+
+size_t ioc_count(const fi_ioc *v, size_t n)
+{
+	size_t c = 0;
+	for (size_t i = 0; i < n; i++)
+		c += v[i].count;
+	return c;
+}
+
+ssize_t at_write(fid_ep *f, const void *buf, size_t count, void *, fi_addr_t dest, uint64_t addr, uint64_t key,
+		 fi_datatype dt, fi_op op, void *ctx)
+{
+	fi_ioc src{const_cast<void *>(buf), count};
+	fi_rma_ioc r{addr, count, key};
+	return do_atomic(f, AtomicArgs{AtomicKind::Write, &src, 1, nullptr, 0, nullptr, 0, count, dest, &r, 1, dt, op,
+				       defaults(f), ctx});
+}
+
+ssize_t at_writev(fid_ep *f, const fi_ioc *iov, void **, size_t n, fi_addr_t dest, uint64_t addr, uint64_t key,
+		  fi_datatype dt, fi_op op, void *ctx)
+{
+	const size_t count = ioc_count(iov, n);
+	fi_rma_ioc r{addr, count, key};
+	return do_atomic(f, AtomicArgs{AtomicKind::Write, iov, n, nullptr, 0, nullptr, 0, count, dest, &r, 1, dt, op,
+				       defaults(f), ctx});
+}
+
+ssize_t at_writemsg(fid_ep *f, const fi_msg_atomic *m, uint64_t flags)
+{
+	if (!m)
+		return -FI_EINVAL;
+	return do_atomic(f, AtomicArgs{AtomicKind::Write, m->msg_iov, m->iov_count, nullptr, 0, nullptr, 0,
+				       ioc_count(m->msg_iov, m->iov_count), m->addr, m->rma_iov, m->rma_iov_count,
+				       m->datatype, m->op, flags, m->context});
+}
+
+ssize_t at_inject(fid_ep *f, const void *buf, size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
+		  fi_datatype dt, fi_op op)
+{
+	fi_ioc src{const_cast<void *>(buf), count};
+	fi_rma_ioc r{addr, count, key};
+	return do_atomic(f, AtomicArgs{AtomicKind::Write, &src, 1, nullptr, 0, nullptr, 0, count, dest, &r, 1, dt, op,
+				       FI_INJECT, nullptr});
+}
+
+ssize_t at_readwrite(fid_ep *f, const void *buf, size_t count, void *, void *result, void *, fi_addr_t dest,
+		     uint64_t addr, uint64_t key, fi_datatype dt, fi_op op, void *ctx)
+{
+	fi_ioc src{const_cast<void *>(buf), count};
+	fi_ioc res{result, count};
+	fi_rma_ioc r{addr, count, key};
+	return do_atomic(f, AtomicArgs{AtomicKind::Fetch, &src, buf ? 1u : 0u, nullptr, 0, &res, 1, count, dest, &r, 1,
+				       dt, op, defaults(f), ctx});
+}
+
+ssize_t at_readwritev(fid_ep *f, const fi_ioc *iov, void **, size_t n, fi_ioc *resv, void **, size_t rn,
+		      fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt, fi_op op, void *ctx)
+{
+	const size_t count = op == FI_ATOMIC_READ ? ioc_count(resv, rn) : ioc_count(iov, n);
+	fi_rma_ioc r{addr, count, key};
+	return do_atomic(f, AtomicArgs{AtomicKind::Fetch, iov, n, nullptr, 0, resv, rn, count, dest, &r, 1, dt, op,
+				       defaults(f), ctx});
+}
+
+ssize_t at_readwritemsg(fid_ep *f, const fi_msg_atomic *m, fi_ioc *resv, void **, size_t rn, uint64_t flags)
+{
+	if (!m)
+		return -FI_EINVAL;
+	const size_t count = m->op == FI_ATOMIC_READ ? ioc_count(resv, rn) : ioc_count(m->msg_iov, m->iov_count);
+	return do_atomic(f, AtomicArgs{AtomicKind::Fetch, m->msg_iov, m->iov_count, nullptr, 0, resv, rn, count,
+				       m->addr, m->rma_iov, m->rma_iov_count, m->datatype, m->op, flags, m->context});
+}
+
+ssize_t at_compwrite(fid_ep *f, const void *buf, size_t count, void *, const void *compare, void *, void *result,
+		     void *, fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt, fi_op op, void *ctx)
+{
+	fi_ioc src{const_cast<void *>(buf), count};
+	fi_ioc cmp{const_cast<void *>(compare), count};
+	fi_ioc res{result, count};
+	fi_rma_ioc r{addr, count, key};
+	return do_atomic(f, AtomicArgs{AtomicKind::Compare, &src, 1, &cmp, 1, &res, 1, count, dest, &r, 1, dt, op,
+				       defaults(f), ctx});
+}
+
+ssize_t at_compwritev(fid_ep *f, const fi_ioc *iov, void **, size_t n, const fi_ioc *cmpv, void **, size_t cn,
+		      fi_ioc *resv, void **, size_t rn, fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt,
+		      fi_op op, void *ctx)
+{
+	const size_t count = ioc_count(iov, n);
+	fi_rma_ioc r{addr, count, key};
+	return do_atomic(f, AtomicArgs{AtomicKind::Compare, iov, n, cmpv, cn, resv, rn, count, dest, &r, 1, dt, op,
+				       defaults(f), ctx});
+}
+
+ssize_t at_compwritemsg(fid_ep *f, const fi_msg_atomic *m, const fi_ioc *cmpv, void **, size_t cn, fi_ioc *resv,
+			void **, size_t rn, uint64_t flags)
+{
+	if (!m)
+		return -FI_EINVAL;
+	return do_atomic(f, AtomicArgs{AtomicKind::Compare, m->msg_iov, m->iov_count, cmpv, cn, resv, rn,
+				       ioc_count(m->msg_iov, m->iov_count), m->addr, m->rma_iov, m->rma_iov_count,
+				       m->datatype, m->op, flags, m->context});
+}
+
+int valid(fid_ep *f, AtomicKind kind, fi_datatype dt, fi_op op, size_t *count)
+{
+	Ep *ep = ep_of(f);
+	if (!ep || !count)
+		return -FI_EINVAL;
+	if (!atomic_valid(kind, op, dt))
+		return -FI_EOPNOTSUPP;
+	*count = rdm_limits(*ep->dom->dev).max_atomic / atomic_datatype_size(dt);
+	return 0;
+}
+
+int at_writevalid(fid_ep *f, fi_datatype dt, fi_op op, size_t *count)
+{
+	return valid(f, AtomicKind::Write, dt, op, count);
+}
+
+int at_readwritevalid(fid_ep *f, fi_datatype dt, fi_op op, size_t *count)
+{
+	return valid(f, AtomicKind::Fetch, dt, op, count);
+}
+
+int at_compwritevalid(fid_ep *f, fi_datatype dt, fi_op op, size_t *count)
+{
+	return valid(f, AtomicKind::Compare, dt, op, count);
+}
 
 } // namespace
 
+int query_atomic(const verbs::Device &dev, fi_datatype dt, fi_op op, fi_atomic_attr *attr, uint64_t flags)
+{
+	if (!attr || (flags & ~uint64_t(FI_FETCH_ATOMIC | FI_COMPARE_ATOMIC)) ||
+	    (flags & FI_FETCH_ATOMIC && flags & FI_COMPARE_ATOMIC))
+		return -FI_EINVAL;
+	const AtomicKind kind = flags & FI_COMPARE_ATOMIC ? AtomicKind::Compare
+				: flags & FI_FETCH_ATOMIC ? AtomicKind::Fetch
+							  : AtomicKind::Write;
+	if (!atomic_valid(kind, op, dt))
+		return -FI_EOPNOTSUPP;
+	attr->size = atomic_datatype_size(dt);
+	attr->count = rdm_limits(dev).max_atomic / attr->size;
+	return 0;
+}
+
 fi_ops_rma g_rma_ops = {
 	.size = sizeof(fi_ops_rma),
-	.read = enosys<ssize_t, fid_ep *, void *, size_t, void *, fi_addr_t, uint64_t, uint64_t, void *>,
-	.readv = enosys<ssize_t, fid_ep *, const iovec *, void **, size_t, fi_addr_t, uint64_t, uint64_t, void *>,
-	.readmsg = enosys<ssize_t, fid_ep *, const fi_msg_rma *, uint64_t>,
-	.write = enosys<ssize_t, fid_ep *, const void *, size_t, void *, fi_addr_t, uint64_t, uint64_t, void *>,
-	.writev = enosys<ssize_t, fid_ep *, const iovec *, void **, size_t, fi_addr_t, uint64_t, uint64_t, void *>,
-	.writemsg = enosys<ssize_t, fid_ep *, const fi_msg_rma *, uint64_t>,
-	.inject = enosys<ssize_t, fid_ep *, const void *, size_t, fi_addr_t, uint64_t, uint64_t>,
-	.writedata = enosys<ssize_t, fid_ep *, const void *, size_t, void *, uint64_t, fi_addr_t, uint64_t, uint64_t,
-			    void *>,
-	.injectdata = enosys<ssize_t, fid_ep *, const void *, size_t, uint64_t, fi_addr_t, uint64_t, uint64_t>,
+	.read = rma_read,
+	.readv = rma_readv,
+	.readmsg = rma_readmsg,
+	.write = rma_write,
+	.writev = rma_writev,
+	.writemsg = rma_writemsg,
+	.inject = rma_inject,
+	.writedata = rma_writedata,
+	.injectdata = rma_injectdata,
 };
 
 fi_ops_atomic g_atomic_ops = {
 	.size = sizeof(fi_ops_atomic),
-	.write = enosys<ssize_t, fid_ep *, const void *, size_t, void *, fi_addr_t, uint64_t, uint64_t, fi_datatype,
-			fi_op, void *>,
-	.writev = enosys<ssize_t, fid_ep *, const fi_ioc *, void **, size_t, fi_addr_t, uint64_t, uint64_t, fi_datatype,
-			 fi_op, void *>,
-	.writemsg = enosys<ssize_t, fid_ep *, const fi_msg_atomic *, uint64_t>,
-	.inject = enosys<ssize_t, fid_ep *, const void *, size_t, fi_addr_t, uint64_t, uint64_t, fi_datatype, fi_op>,
-	.readwrite = enosys<ssize_t, fid_ep *, const void *, size_t, void *, void *, void *, fi_addr_t, uint64_t,
-			    uint64_t, fi_datatype, fi_op, void *>,
-	.readwritev = enosys<ssize_t, fid_ep *, const fi_ioc *, void **, size_t, fi_ioc *, void **, size_t, fi_addr_t,
-			     uint64_t, uint64_t, fi_datatype, fi_op, void *>,
-	.readwritemsg = enosys<ssize_t, fid_ep *, const fi_msg_atomic *, fi_ioc *, void **, size_t, uint64_t>,
-	.compwrite = enosys<ssize_t, fid_ep *, const void *, size_t, void *, const void *, void *, void *, void *,
-			    fi_addr_t, uint64_t, uint64_t, fi_datatype, fi_op, void *>,
-	.compwritev = enosys<ssize_t, fid_ep *, const fi_ioc *, void **, size_t, const fi_ioc *, void **, size_t,
-			     fi_ioc *, void **, size_t, fi_addr_t, uint64_t, uint64_t, fi_datatype, fi_op, void *>,
-	.compwritemsg = enosys<ssize_t, fid_ep *, const fi_msg_atomic *, const fi_ioc *, void **, size_t, fi_ioc *,
-			       void **, size_t, uint64_t>,
-	.writevalid = enosys<int, fid_ep *, fi_datatype, fi_op, size_t *>,
-	.readwritevalid = enosys<int, fid_ep *, fi_datatype, fi_op, size_t *>,
-	.compwritevalid = enosys<int, fid_ep *, fi_datatype, fi_op, size_t *>,
+	.write = at_write,
+	.writev = at_writev,
+	.writemsg = at_writemsg,
+	.inject = at_inject,
+	.readwrite = at_readwrite,
+	.readwritev = at_readwritev,
+	.readwritemsg = at_readwritemsg,
+	.compwrite = at_compwrite,
+	.compwritev = at_compwritev,
+	.compwritemsg = at_compwritemsg,
+	.writevalid = at_writevalid,
+	.readwritevalid = at_readwritevalid,
+	.compwritevalid = at_compwritevalid,
 };
 
 } // namespace efa::rdm

@@ -47,6 +47,14 @@ void Ep::repost(Pkt *pkt)
 
 void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 {
+	if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+		/* A device write with immediate data; without unsolicited write receive it
+		 * took one of our buffers. */
+		remote_write_imm(wc);
+		if (!wc.unsolicited)
+			repost(pkt);
+		return;
+	}
 	if (wc.status != IBV_WC_SUCCESS) {
 		if (wc.vendor_err != uint32_t(EfaStatus::FLUSHED))
 			EFA_WARN(EpData, "receive completion failed: %s", efa_status_msg(wc.vendor_err));
@@ -84,12 +92,18 @@ void Ep::dispatch(Peer &p, Pkt *pkt, const Parsed &pk)
 	case PktType::Cts: handle_cts(p, pk); break;
 	case PktType::Data: handle_data(p, pk); break;
 	case PktType::Receipt: handle_receipt(p, pk); break;
+	case PktType::ReadRsp: handle_read_rsp(p, pk); break;
+	case PktType::AtomRsp: handle_atom_rsp(p, pk); break;
+	case PktType::Error: handle_error(p, pk); break;
+	case PktType::WriteReq: handle_write_req(p, pk); break;
+	case PktType::ReadReq: handle_read_req(p, pk); break;
 	case PktType::EagerMsg:
 	case PktType::EagerTag:
 	case PktType::MediumMsg:
 	case PktType::MediumTag:
 	case PktType::LongCtsMsg:
-	case PktType::LongCtsTag: ordered_req(p, pkt, pk); break;
+	case PktType::LongCtsTag:
+	case PktType::AtomicReq: ordered_req(p, pkt, pk); break;
 	default:
 		/* Types this version parses but does not act on yet. */
 		dropped_unknown++;
@@ -152,7 +166,10 @@ void Ep::process_req(Peer &p, Pkt *pkt, const Parsed &pk)
 		route_segment(p, *pkt, pk);
 		return;
 	}
-	start_msg(p, pkt, pk);
+	if (pk.type == PktType::AtomicReq)
+		handle_atomic_req(p, pk);
+	else
+		start_msg(p, pkt, pk);
 }
 
 } // namespace efa::rdm

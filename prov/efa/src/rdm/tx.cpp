@@ -128,7 +128,7 @@ ssize_t Ep::send(const SendArgs &a)
 	op->data = a.data;
 	op->msg_id = p->next_tx_id++;
 	op->need_receipt = a.flags & FI_DELIVERY_COMPLETE;
-	if (op->need_receipt)
+	if (op->need_receipt && proto != Proto::LongCts)
 		p->receipts[op->msg_id] = op;
 	const uint16_t flags = req_flags(*p) | (data ? kFlagCqData : 0) | (op->need_receipt ? kFlagDeliveryComplete : 0);
 	const uint8_t tagbit = a.tagged ? 1 : 0;
@@ -217,7 +217,10 @@ void Ep::pump(TxOp &op)
 			break;
 		const size_t n = std::min<uint64_t>({seg_max, op.window, op.len - op.sent});
 		PktWriter w(pkt->buf, pkt->cap);
-		DataHdr *h = w.header<DataHdr>(PktType::Data, qkey);
+		/* DATA and READRSP share their layout: the target of an emulated read answers
+		 * with the latter. */
+		static_assert(sizeof(DataHdr) == sizeof(ReadRspHdr));
+		DataHdr *h = w.header<DataHdr>(op.responder ? PktType::ReadRsp : PktType::Data, qkey);
 		h->recv_id = op.peer_id;
 		h->seg_len = uint32_t(n);
 		h->seg_off = op.sent;
@@ -236,13 +239,25 @@ void Ep::pump(TxOp &op)
 
 void Ep::handle_receipt(Peer &p, const Parsed &pk)
 {
-	auto it = p.receipts.find(pk.as<ReceiptHdr>().msg_id);
-	if (it == p.receipts.end()) {
+	/* Requests with an id (long-CTS messages, emulated RMA, atomics) are answered by it;
+	 * one-packet messages by their message id. */
+	const ReceiptHdr &h = pk.as<ReceiptHdr>();
+	TxOp *op = nullptr;
+	if (h.send_id) {
+		op = tx_ids.find(h.send_id);
+		if (op && (op->peer != &p || !op->need_receipt || op->got_receipt))
+			op = nullptr;
+	} else {
+		auto it = p.receipts.find(h.msg_id);
+		if (it != p.receipts.end()) {
+			op = it->second;
+			p.receipts.erase(it);
+		}
+	}
+	if (!op) {
 		dropped_unknown++;
 		return;
 	}
-	TxOp *op = it->second;
-	p.receipts.erase(it);
 	op->got_receipt = true;
 	finish_tx(op);
 }
@@ -319,14 +334,14 @@ void Ep::finish_tx(TxOp *op)
 			return; /* a long message waits for its next window */
 		if (op->need_receipt && !op->got_receipt)
 			return;
-		if ((op->kind == TxKind::Read || op->proto == Proto::EmuAtomic) && op->done < op->len)
+		if ((op->kind == TxKind::Read || op->proto == Proto::EmuAtomic) && !op->responder && op->done < op->len)
 			return; /* the response is still on its way */
 	}
 	if (op->on_list())
 		tx_pending.unlink(op);
 	if (op->id)
 		tx_ids.remove(op->id);
-	if (op->need_receipt && !op->got_receipt)
+	if (op->need_receipt && !op->got_receipt && !op->id)
 		op->peer->receipts.erase(op->msg_id);
 	complete_tx(*op);
 	txops.put(op);
@@ -334,6 +349,10 @@ void Ep::finish_tx(TxOp *op)
 
 void Ep::complete_tx(TxOp &op)
 {
+	if (op.responder) {
+		count(kCntrRemoteRead, !op.err);
+		return;
+	}
 	CntrIdx ci = kCntrSend;
 	if (op.kind == TxKind::Read || (op.kind == TxKind::Atomic && op.result_count))
 		ci = kCntrRead;

@@ -1,0 +1,13 @@
+#!/bin/sh
+# The efa fabric's suite (run_suite_rdm.sh) under the software device's faults: 2% of
+# the datagrams lost, 1% duplicated, reordering up to 8 deep, fixed seed. The device
+# recovers the losses; the protocol sees more reordering and receiver-not-ready.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+export EFASIM_LOSS="${EFASIM_LOSS:-0.02}"
+export EFASIM_REORDER="${EFASIM_REORDER:-8}"
+export EFASIM_DUP="${EFASIM_DUP:-0.01}"
+export EFASIM_SEED="${EFASIM_SEED:-7}"
+export EFASIM_PORT_BASE="${EFASIM_PORT_BASE:-52000}"
+echo "=== fault injection: EFASIM_LOSS=$EFASIM_LOSS EFASIM_REORDER=$EFASIM_REORDER EFASIM_DUP=$EFASIM_DUP EFASIM_SEED=$EFASIM_SEED"
+exec "$here/run_suite_rdm.sh" "$@"
