@@ -38,6 +38,9 @@ struct fi_provider;
 	X(max_medium_msg_size, "inter_max_medium_message_size", SIZE, "65536",                                \
 	  "efa fabric: largest message sent with the medium protocol (all packets at once); larger ones "   \
 	  "use clear-to-send flow control")                                                                 \
+	X(min_read_msg_size, "inter_min_read_message_size", SIZE, "1048576",                               \
+	  "efa fabric: smallest message sent with the read-based protocol (the receiver RDMA-reads the "    \
+	  "sender's buffer) when both devices have RDMA read")                                              \
 	X(timeout_interval, "timeout_interval", SIZE, "0",                                                    \
 	  "efa fabric: first backoff after a receiver-not-ready, in microseconds (0: random 40-120)")       \
 	X(max_timeout, "max_timeout", SIZE, "1000000",                                                        \

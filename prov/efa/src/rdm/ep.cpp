@@ -62,6 +62,7 @@ Pkt *PktPool::get()
 	p->queued = false;
 	p->peer = nullptr;
 	p->op = nullptr;
+	p->msg = nullptr;
 	return p;
 }
 
@@ -313,6 +314,7 @@ int Ep::enable()
 	mtu = dev.mtu();
 	inject_size = std::min(info->tx_attr->inject_size, rdm_limits(dev).inject);
 	max_medium = prm.max_medium_msg_size;
+	min_read = prm.min_read_msg_size;
 	credits = std::max<size_t>(prm.tx_min_credits, 1);
 	rx_window = std::bit_ceil(uint32_t(std::clamp<size_t>(prm.recvwin_size, 16, 1u << 30)));
 	rm_enabled = info->domain_attr->resource_mgmt != FI_RM_DISABLED;

@@ -56,6 +56,7 @@ struct Pkt : IListNode<Pkt>, ReorderLink<Pkt> {
 	bool queued = false; /* tx: waiting on its peer's queue (RNR) */
 	Peer *peer = nullptr; /* tx: destination; copy: sender */
 	TxOp *op = nullptr;   /* tx: the operation it carries data of (null: control) */
+	MsgRx *msg = nullptr; /* tx: the message an RDMA read (LONGREAD) fetches for */
 	Pkt *next_free = nullptr;
 };
 
@@ -102,7 +103,7 @@ struct Peer : IListNode<Peer> {
 };
 
 enum class TxKind : uint8_t { Msg, Tagged, Write, Read, Atomic };
-enum class Proto : uint8_t { Eager, Medium, LongCts, DeviceRma, EmuWrite, EmuRead, EmuAtomic };
+enum class Proto : uint8_t { Eager, Medium, LongCts, LongRead, DeviceRma, EmuWrite, EmuRead, EmuAtomic };
 
 struct TxOp : IListNode<TxOp> {
 	TxKind kind;
@@ -140,6 +141,8 @@ struct TxOp : IListNode<TxOp> {
 	size_t result_count = 0;
 	iovec compare[kMaxRmaIov] = {};
 	size_t compare_count = 0;
+	/* LONGREAD: registrations of iovs whose descriptor grants no remote read. */
+	verbs::Mr reg[kMaxRmaIov];
 };
 
 struct RxOp : IListNode<RxOp> {
@@ -191,6 +194,15 @@ struct MsgRx : IListNode<MsgRx> {
 	bool owes_receipt = false; /* a RECEIPT could not be sent yet */
 	bool claimed = false;	   /* FI_CLAIM: waits for the claiming receive */
 	bool discard = false;	   /* FI_DISCARD: data dropped, completion without data */
+	/* LONGREAD: the sender's iovs, our registrations of the destination, progress. */
+	RmaIov rd[kMaxRmaIov] = {};
+	uint32_t rd_count = 0;
+	verbs::Mr reg[kMaxRmaIov];
+	uint64_t rd_posted = 0; /* bytes of reads posted */
+	uint64_t rd_done = 0;
+	bool owes_reads = false;
+	bool owes_eor = false;
+	int err = 0;
 };
 
 class Hook : public CqUser {
@@ -283,6 +295,7 @@ struct Ep : EpBase {
 	size_t mtu = 0;
 	size_t inject_size = 0;
 	size_t max_medium = 0;
+	size_t min_read = 0;
 	size_t credits = 0;
 	uint32_t rx_window = 0;
 	uint64_t features = 0; /* ours, as the handshake announces them */
@@ -347,6 +360,14 @@ struct Ep : EpBase {
 	void route_segment(Peer &p, const Pkt &pkt, const Parsed &pk);
 	void handle_data(Peer &p, const Parsed &pk);
 	bool send_cts(MsgRx &m);
+	/* LONGREAD (rdm/longread.cpp) */
+	bool longread_ok(const Peer &p, uint64_t len, size_t iov_count) const;
+	int longread_send(TxOp &op, uint16_t flags, uint8_t tagbit);
+	void longread_start(MsgRx &m);
+	void longread_pump(MsgRx &m);
+	void longread_read_done(Pkt *pkt, const verbs::Wc &wc);
+	bool send_eor(MsgRx &m);
+	void handle_eor(Peer &p, const Parsed &pk);
 
 	/* rdm/rma.cpp: the initiator */
 	ssize_t rma(const RmaArgs &a);

@@ -265,6 +265,10 @@ void Ep::progress()
 			send_cts(*m);
 		else if (m->owes_receipt)
 			finish_msg(m);
+		else if (m->owes_reads)
+			longread_pump(*m);
+		else if (m->owes_eor && send_eor(*m))
+			finish_msg(m);
 	}
 }
 

@@ -179,6 +179,14 @@ void Ep::start_msg(Peer &p, Pkt *pkt, const Parsed &pk)
 		m->send_id = pk.as<LongCtsHdr>().send_id;
 		m->granted = h.seg_len;
 		break;
+	case PktType::LongReadMsg:
+	case PktType::LongReadTag:
+		m->msg_len = pk.as<LongReadHdr>().msg_len;
+		m->send_id = pk.as<LongReadHdr>().send_id;
+		m->dc = false; /* the EOR answers it */
+		std::copy(pk.iov, pk.iov + pk.iov_count, m->rd);
+		m->rd_count = pk.iov_count;
+		break;
 	default:
 		m->msg_len = h.seg_len;
 		break;
@@ -281,6 +289,12 @@ void Ep::advance_msg(MsgRx *m)
 {
 	if (m->claimed)
 		return;
+	if (m->type == PktType::LongReadMsg || m->type == PktType::LongReadTag) {
+		/* The data moves by RDMA read once the message has a buffer. */
+		if (m->bound && !m->rd_posted && !m->owes_reads && !m->owes_eor)
+			longread_start(*m);
+		return;
+	}
 	const bool long_cts =
 		m->type == PktType::LongCtsMsg || m->type == PktType::LongCtsTag || m->type == PktType::WriteReq;
 	if (long_cts && m->received >= m->granted && m->granted < m->msg_len)
@@ -363,6 +377,18 @@ void Ep::finish_msg(MsgRx *m)
 
 void Ep::complete_rx(MsgRx &m)
 {
+	if (m.err) {
+		/* A read-based message whose reads failed. */
+		char text[kMaxErrData];
+		snprintf(text, sizeof text, "reading a message of %lu bytes from %s failed: %s",
+			 (unsigned long)m.msg_len, addr_to_string(m.peer->raw).c_str(), fi_strerror(m.err));
+		count(kCntrRecv, false);
+		if (m.rx && --m.rx->msgs == 0 && m.rx->released)
+			rxops.put(m.rx);
+		if (m.context)
+			report_error(rx_cq, m.context, rx_flags(m), m.err, 0, text, 0, 0, nullptr, m.data, m.tag);
+		return;
+	}
 	if (m.type == PktType::WriteReq) {
 		/* The target of an emulated write: an event only with remote CQ data. */
 		count(kCntrRemoteWrite, true);

@@ -103,7 +103,10 @@ void Ep::dispatch(Peer &p, Pkt *pkt, const Parsed &pk)
 	case PktType::MediumTag:
 	case PktType::LongCtsMsg:
 	case PktType::LongCtsTag:
+	case PktType::LongReadMsg:
+	case PktType::LongReadTag:
 	case PktType::AtomicReq: ordered_req(p, pkt, pk); break;
+	case PktType::Eor: handle_eor(p, pk); break;
 	default:
 		/* Types this version parses but does not act on yet. */
 		dropped_unknown++;

@@ -98,6 +98,8 @@ ssize_t Ep::send(const SendArgs &a)
 	} else if (len <= max_medium) {
 		proto = Proto::Medium;
 		npkts = (len + medium_seg - 1) / medium_seg;
+	} else if (longread_ok(*p, len, a.count)) {
+		proto = Proto::LongRead;
 	}
 	if (!p->hs_sent)
 		npkts++;
@@ -132,6 +134,13 @@ ssize_t Ep::send(const SendArgs &a)
 		p->receipts[op->msg_id] = op;
 	const uint16_t flags = req_flags(*p) | (data ? kFlagCqData : 0) | (op->need_receipt ? kFlagDeliveryComplete : 0);
 	const uint8_t tagbit = a.tagged ? 1 : 0;
+	/* The read-based protocol, unless the buffer cannot be registered: then long-CTS
+	 * with the same message id (nothing was sent yet). */
+	if (proto == Proto::LongRead) {
+		if (!longread_send(*op, flags, tagbit))
+			return 0;
+		proto = op->proto = Proto::LongCts;
+	}
 
 	auto begin = [&](PktWriter &w, Pkt *pkt) {
 		(void)pkt;
@@ -265,6 +274,10 @@ void Ep::handle_receipt(Peer &p, const Parsed &pk)
 void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 {
 	sq_used--;
+	if (pkt->msg) {
+		longread_read_done(pkt, wc);
+		return;
+	}
 	Peer *p = pkt->peer;
 	TxOp *op = pkt->op;
 	if (wc.status == IBV_WC_SUCCESS) {

@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The read-based long message protocol (docs/protocol.md section 8): the sender's REQ
+ * names its buffer (registered for remote read), the receiver, once the message is
+ * matched, RDMA-reads it straight into the receive buffer and answers EOR; the sender
+ * completes on EOR. Used for messages of FI_EFA_INTER_MIN_READ_MESSAGE_SIZE and more
+ * when both devices have RDMA read and the peer's handshake is known.
+ *
+ * Buffers the application registered with FI_REMOTE_READ are used as they are; others
+ * are registered for the operation and released when it completes.
+ */
+#include "rdm/ep.h"
+
+#include "efa_errno.h"
+#include "log.h"
+
+#include <algorithm>
+
+namespace efa::rdm {
+
+bool Ep::longread_ok(const Peer &p, uint64_t len, size_t iov_count) const
+{
+	return len && len >= min_read && p.hs_got && (features & kFeatRdmaRead) && (p.features & kFeatRdmaRead) &&
+	       iov_count <= kMaxRmaIov;
+}
+
+int Ep::longread_send(TxOp &op, uint16_t flags, uint8_t tagbit)
+{
+	Peer &p = *op.peer;
+	RmaIov riov[kMaxRmaIov];
+	uint32_t n = 0;
+	for (size_t i = 0; i < op.iov_count; i++) {
+		void *base = op.iov[i].iov_base;
+		const size_t len = op.iov[i].iov_len;
+		if (!len)
+			continue;
+		const Mr *mr = mr_from_desc(op.desc[i], dom);
+		const uintptr_t a = reinterpret_cast<uintptr_t>(base);
+		uint64_t key;
+		if (mr && (mr->access & FI_REMOTE_READ) && dom->dev->rdma_read() && a >= mr->addr &&
+		    a - mr->addr + len <= mr->len) {
+			key = mr->mr.key;
+		} else {
+			auto r = verbs::Mr::reg(dom->pd, base, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+			if (!r.ok())
+				return r.error();
+			op.reg[i] = r.take();
+			key = op.reg[i].rkey();
+		}
+		riov[n++] = RmaIov{a, len, key};
+	}
+	op.proto = Proto::LongRead;
+	op.id = tx_ids.add(&op);
+	op.need_receipt = true; /* the EOR */
+	op.sent = op.len;
+	Pkt *pkt = tx_pkt(p, &op);
+	PktWriter w(pkt->buf, pkt->cap);
+	LongReadHdr *h = w.header<LongReadHdr>(PktType(uint8_t(PktType::LongReadMsg) + tagbit), qkey,
+					       uint16_t(flags & ~kFlagDeliveryComplete));
+	h->rtm.msg_id = op.msg_id;
+	h->rtm.tag = op.tag;
+	h->msg_len = op.len;
+	h->send_id = op.id;
+	h->iov_count = n;
+	write_raw_addr(w, p);
+	if (flags & kFlagCqData)
+		w.cq_data(op.data);
+	w.bytes(riov, n * sizeof(RmaIov));
+	pkt->len = uint32_t(w.size());
+	post(pkt);
+	return 0;
+}
+
+void Ep::handle_eor(Peer &p, const Parsed &pk)
+{
+	TxOp *op = tx_ids.find(pk.as<EorHdr>().send_id);
+	if (!op || op->peer != &p || op->proto != Proto::LongRead || op->got_receipt) {
+		dropped_unknown++;
+		return;
+	}
+	op->got_receipt = true;
+	finish_tx(op);
+}
+
+namespace {
+
+/* Bytes the receiver reads: what fits its buffer (none when discarded). */
+uint64_t read_len(const MsgRx &m) { return m.discard ? 0 : std::min(m.msg_len, m.cap); }
+
+} // namespace
+
+void Ep::longread_start(MsgRx &m)
+{
+	const uint64_t want = read_len(m);
+	uint64_t left = want;
+	for (size_t i = 0; i < m.dst_count && left; i++) {
+		const size_t len = std::min<uint64_t>(m.dst[i].iov_len, left);
+		left -= len;
+		if (!len)
+			continue;
+		auto r = verbs::Mr::reg(dom->pd, m.dst[i].iov_base, len, IBV_ACCESS_LOCAL_WRITE);
+		if (!r.ok()) {
+			EFA_WARN(EpData, "registering a receive buffer for a read-based message failed: %s",
+				 fi_strerror(-r.error()));
+			m.err = FI_EIO;
+			break;
+		}
+		m.reg[i] = r.take();
+	}
+	if (m.err || !want) {
+		m.received = m.msg_len;
+		if (send_eor(m))
+			finish_msg(&m);
+		return;
+	}
+	longread_pump(m);
+}
+
+void Ep::longread_pump(MsgRx &m)
+{
+	const uint64_t want = read_len(m);
+	const uint64_t seg = dom->dev->max_rdma_size();
+	m.owes_reads = false;
+	while (m.rd_posted < want) {
+		/* The next piece: within one remote iov, one local iov and one work request. */
+		uint64_t roff = m.rd_posted, loff = m.rd_posted;
+		uint32_t ri = 0;
+		size_t li = 0;
+		while (ri < m.rd_count && roff >= m.rd[ri].len)
+			roff -= m.rd[ri++].len;
+		while (li < m.dst_count && loff >= m.dst[li].iov_len)
+			loff -= m.dst[li++].iov_len;
+		if (ri == m.rd_count || li == m.dst_count)
+			break;
+		const uint64_t n = std::min({m.rd[ri].len - roff, m.dst[li].iov_len - loff, seg, want - m.rd_posted});
+		Pkt *pkt = tx_pkt(*m.peer, nullptr);
+		if (!pkt) {
+			m.owes_reads = true;
+			if (!m.on_list())
+				rx_pending.push_back(&m);
+			return;
+		}
+		pkt->msg = &m;
+		pkt->len = uint32_t(n); /* the bytes this read brings, for accounting */
+		const ibv_sge sge{reinterpret_cast<uintptr_t>(m.dst[li].iov_base) + loff, uint32_t(n), m.reg[li].lkey()};
+		const int r = qp.read(reinterpret_cast<uint64_t>(pkt), m.peer->dest, {&sge, 1}, uint32_t(m.rd[ri].key),
+				      m.rd[ri].addr + roff, 0);
+		if (r) {
+			EFA_WARN(EpData, "posting an RDMA read failed: %s", fi_strerror(-r));
+			tx_pkts.put(pkt);
+			m.err = FI_EIO;
+			break;
+		}
+		sq_used++;
+		m.rd_posted += n;
+	}
+	if (m.err && m.rd_done == m.rd_posted) {
+		m.received = m.msg_len;
+		if (send_eor(m))
+			finish_msg(&m);
+	}
+}
+
+void Ep::longread_read_done(Pkt *pkt, const verbs::Wc &wc)
+{
+	MsgRx &m = *pkt->msg;
+	m.rd_done += pkt->len;
+	pkt->msg = nullptr;
+	tx_pkts.put(pkt);
+	if (wc.status != IBV_WC_SUCCESS && !m.err) {
+		EFA_WARN(EpData, "RDMA read of a message from %s failed: %s", addr_to_string(m.peer->raw).c_str(),
+			 efa_status_msg(wc.vendor_err));
+		m.err = efa_status_to_fi(wc.vendor_err);
+	}
+	if (m.rd_done < m.rd_posted || (m.rd_posted < read_len(m) && !m.err))
+		return;
+	m.received = m.msg_len;
+	if (send_eor(m))
+		finish_msg(&m);
+}
+
+bool Ep::send_eor(MsgRx &m)
+{
+	Pkt *pkt = tx_pkt(*m.peer, nullptr);
+	if (!pkt) {
+		m.owes_eor = true;
+		if (!m.on_list())
+			rx_pending.push_back(&m);
+		return false;
+	}
+	m.owes_eor = false;
+	PktWriter w(pkt->buf, pkt->cap);
+	EorHdr *h = w.header<EorHdr>(PktType::Eor, qkey);
+	h->send_id = m.send_id;
+	pkt->len = uint32_t(w.size());
+	post(pkt);
+	return true;
+}
+
+} // namespace efa::rdm
