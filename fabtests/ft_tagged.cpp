@@ -4,7 +4,8 @@
  *
  * The client process opens two endpoints, A and B; the server one. Parts, in order:
  *
- *  1. sizes 0, 1, 63, 64, 4095, 4096, 8191, 8192, 8193, 65535, 65536, 65537, 1 MiB, 4 MiB
+ *  1. sizes 0, 1, 63, 64, 4095, 4096, 8191, 8192, 8193, 65535, 65536, 65537, 1 MiB - 1,
+ *     1 MiB, 4 MiB, and inject_size and the link MTU (nic) each -1, exact and +1
  *     and, with -L, 64 MiB (clamped to max_msg_size): fi_tsend -> fi_trecv with the
  *     receive posted before the message arrives (expected) and after (unexpected);
  *     fi_tsenddata -> fi_trecvmsg; fi_tsendmsg(FI_REMOTE_CQ_DATA) with 1..4 iovs ->
@@ -733,6 +734,17 @@ int main(int argc, char **argv)
 
 	std::vector<size_t> sizes{0,	 1,	63,    64,    4095,	4096,	   8191,
 				  8192, 8193, 65535, 65536, 65537, 1u << 20, 4u << 20};
+	/* The provider's own boundaries: the inject size and the link MTU (one packet), each
+	 * +-1, and the read-based protocol's threshold (1 MiB, the efa default) -1. */
+	const fi_info *fi = fab.info();
+	const size_t inject = fi->tx_attr->inject_size;
+	const size_t mtu = fi->nic && fi->nic->link_attr ? fi->nic->link_attr->mtu : 0;
+	for (size_t b : {inject, mtu})
+		if (b > 1)
+			sizes.insert(sizes.end(), {b - 1, b, b + 1});
+	sizes.push_back((1u << 20) - 1);
+	std::sort(sizes.begin(), sizes.end());
+	sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
 	if (large)
 		sizes.push_back(64u << 20);
 	else

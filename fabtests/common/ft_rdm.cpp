@@ -19,6 +19,9 @@
 
 namespace ft::rdm {
 
+bool ctl_progress = true;
+
+
 namespace {
 
 std::vector<Cq *> &registry()
@@ -329,19 +332,22 @@ sockaddr_in loopback(int port)
 	return sa;
 }
 
-/* Waits until fd is readable, reading every CQ meanwhile; bounded. */
+/* Waits until fd is readable, reading every CQ meanwhile (unless ctl_progress is off);
+ * bounded. */
 void wait_readable(int fd, const char *what)
 {
 	Deadline deadline;
 	for (;;) {
 		pollfd p{fd, POLLIN, 0};
-		/* 0 ms: a peer's operation may need our progress at any time. */
-		int rc = ::poll(&p, 1, 0);
+		/* 0 ms: a peer's operation may need our progress at any time. Without progress,
+		 * block (in slices, for the deadline). */
+		int rc = ::poll(&p, 1, ctl_progress ? 0 : 100);
 		if (rc > 0)
 			return;
 		if (rc < 0 && errno != EINTR)
 			FT_FAIL("poll(control channel): %s", strerror(errno));
-		progress_all();
+		if (ctl_progress)
+			progress_all();
 		if (deadline.expired())
 			FT_FAIL("control channel: nothing from the peer after %d s while %s",
 				opts.timeout_s, what);

@@ -109,6 +109,10 @@ private:
 	std::deque<Entry> queue_;
 };
 
+/* Whether the control channel's waits read the CQs (default true). ft_rdm_rnr turns it
+ * off to play a receiver that does not progress. */
+extern bool ctl_progress;
+
 /* Reads every rdm::Cq and every ft::Cq (drives FI_PROGRESS_MANUAL providers). */
 void progress_all();
 

@@ -26,6 +26,7 @@
 #include "rdm/match.h"
 #include "rdm/pkt.h"
 #include "rdm/pool.h"
+#include "rdm/proto.h"
 #include "rdm/reorder.h"
 
 #include <rdma/fi_atomic.h>
@@ -103,7 +104,6 @@ struct Peer : IListNode<Peer> {
 };
 
 enum class TxKind : uint8_t { Msg, Tagged, Write, Read, Atomic };
-enum class Proto : uint8_t { Eager, Medium, LongCts, LongRead, DeviceRma, EmuWrite, EmuRead, EmuAtomic };
 
 struct TxOp : IListNode<TxOp> {
 	TxKind kind;

@@ -89,18 +89,10 @@ ssize_t Ep::send(const SendArgs &a)
 
 	const bool data = a.flags & FI_REMOTE_CQ_DATA;
 	const size_t opt = opt_len(*p, data);
-	const size_t eager_max = mtu - sizeof(EagerHdr) - opt;
-	const size_t medium_seg = mtu - sizeof(MediumHdr) - opt;
-	Proto proto = Proto::LongCts;
-	size_t npkts = 1;
-	if (len <= eager_max) {
-		proto = Proto::Eager;
-	} else if (len <= max_medium) {
-		proto = Proto::Medium;
-		npkts = (len + medium_seg - 1) / medium_seg;
-	} else if (longread_ok(*p, len, a.count)) {
-		proto = Proto::LongRead;
-	}
+	const SendLimits lim{mtu, opt, max_medium, min_read, longread_ok(*p, len, a.count)};
+	const size_t medium_seg = medium_segment(lim);
+	Proto proto = select_send(len, lim);
+	size_t npkts = first_burst(len, lim);
 	if (!p->hs_sent)
 		npkts++;
 	/* Everything the first burst needs, or nothing: a message id is never spent on a

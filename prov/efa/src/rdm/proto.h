@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The choice of a send protocol by size and capability (docs/protocol.md section 8),
+ * kept apart from the endpoint so that it is tested on its own.
+ */
+#ifndef EFA_RDM_PROTO_H
+#define EFA_RDM_PROTO_H
+
+#include "rdm/pkt.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace efa::rdm {
+
+enum class Proto : uint8_t { Eager, Medium, LongCts, LongRead, DeviceRma, EmuWrite, EmuRead, EmuAtomic };
+
+struct SendLimits {
+	size_t mtu;	    /* the device's packet size */
+	size_t opt;	    /* optional header bytes of this REQ (raw address, CQ data) */
+	size_t max_medium;  /* FI_EFA_INTER_MAX_MEDIUM_MESSAGE_SIZE */
+	size_t min_read;    /* FI_EFA_INTER_MIN_READ_MESSAGE_SIZE */
+	bool read_ok;	    /* both devices have RDMA read and the peer's handshake is known */
+};
+
+/* Payload bytes of one EAGER packet, and of each MEDIUM segment. */
+inline size_t eager_max(const SendLimits &l) { return l.mtu - sizeof(EagerHdr) - l.opt; }
+inline size_t medium_segment(const SendLimits &l) { return l.mtu - sizeof(MediumHdr) - l.opt; }
+
+inline Proto select_send(uint64_t len, const SendLimits &l)
+{
+	if (len <= eager_max(l))
+		return Proto::Eager;
+	if (len <= l.max_medium)
+		return Proto::Medium;
+	if (l.read_ok && len >= l.min_read)
+		return Proto::LongRead;
+	return Proto::LongCts;
+}
+
+/* Packets a message takes in its first burst (MEDIUM: all of them). */
+inline size_t first_burst(uint64_t len, const SendLimits &l)
+{
+	if (select_send(len, l) != Proto::Medium)
+		return 1;
+	const size_t seg = medium_segment(l);
+	return size_t((len + seg - 1) / seg);
+}
+
+} // namespace efa::rdm
+
+#endif
