@@ -237,6 +237,7 @@ int ep_setopt(fid_t f, int level, int name, const void *val, size_t len)
 			EFA_WARN(EpCtrl, "FI_OPT_EFA_USE_DEVICE_RDMA true: this device has no RDMA read");
 			return -FI_EOPNOTSUPP;
 		}
+		ep->use_device_rdma = *static_cast<const bool *>(val);
 		return 0;
 	case FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES:
 	case FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES:

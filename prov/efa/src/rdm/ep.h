@@ -300,6 +300,7 @@ struct Ep : EpBase {
 	uint32_t rx_window = 0;
 	uint64_t features = 0; /* ours, as the handshake announces them */
 	bool rm_enabled = true;
+	bool use_device_rdma = true; /* FI_OPT_EFA_USE_DEVICE_RDMA */
 	bool directed = false;
 	size_t min_multi_recv = 0;
 	uint32_t backoff_first_us = 0;

@@ -20,7 +20,7 @@ namespace efa::rdm {
 
 bool Ep::longread_ok(const Peer &p, uint64_t len, size_t iov_count) const
 {
-	return len && len >= min_read && p.hs_got && (features & kFeatRdmaRead) && (p.features & kFeatRdmaRead) &&
+	return use_device_rdma && len && len >= min_read && p.hs_got && (features & kFeatRdmaRead) && (p.features & kFeatRdmaRead) &&
 	       iov_count <= kMaxRmaIov;
 }
 

@@ -23,7 +23,7 @@ bool Ep::device_rma_ok(const TxOp &op, bool write, bool with_data) const
 {
 	const Peer &p = *op.peer;
 	const uint64_t need = write ? kFeatRdmaWrite : kFeatRdmaRead;
-	if (!p.hs_got || !(features & need) || !(p.features & need))
+	if (!use_device_rdma || !p.hs_got || !(features & need) || !(p.features & need))
 		return false;
 	/* Write-with-immediate must not depend on receive buffers at either end. */
 	if (with_data && (!(features & kFeatUnsolicitedWriteRecv) || !(p.features & kFeatUnsolicitedWriteRecv) ||
