@@ -17,7 +17,8 @@
 #
 # For efa, unless already set: FI_EFA_SIM=1, FI_EFA_SIM_PATH=$abs_top_builddir/.libs/
 # libefasim.so, FI_PROVIDER_PATH=$abs_top_builddir/.libs and EFASIM_PORT_BASE=50000 (a
-# range of its own: run_suite.sh uses 30000, run_suite_faults.sh 40000).
+# range of its own: run_suite.sh uses 30000, run_suite_faults.sh 40000), and
+# EFASIM_TIMEOUT_MS=20000 (no program waits for a peer timeout).
 # Other environment: EFA_FT_ARGS (added to every program, e.g. -v), EFA_FT_PAIR_TIMEOUT
 # (per pair, default 120 s), EFA_FT_LARGE (default 1: ft_tagged also sends 64 MiB, -L).
 #
@@ -59,6 +60,9 @@ if [ "$prov" = efa ]; then
 	export FI_EFA_SIM_PATH="${FI_EFA_SIM_PATH:-$top/.libs/libefasim.so}"
 	export FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-$top/.libs}"
 	export EFASIM_PORT_BASE="${EFASIM_PORT_BASE:-50000}"
+	# No program here waits for a peer to time out: a long limit keeps a loaded machine
+	# (make -j check, receivers that read no CQ on purpose) from failing live peers.
+	export EFASIM_TIMEOUT_MS="${EFASIM_TIMEOUT_MS:-20000}"
 else
 	[ "$fabric" = unset ] && fabric=
 	[ "$domain" = unset ] && domain=lo
@@ -95,6 +99,7 @@ tests() {
 	echo "ft_many_peers -N 64"
 	echo "ft_zero_len_ssend"
 	echo "ft_rdm_rnr"
+	echo "ft_unknown_sender"
 }
 
 # Environment a program needs: ft_rdm_rnr wants receive buffers to run out quickly.

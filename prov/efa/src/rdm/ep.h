@@ -322,6 +322,7 @@ struct Ep : EpBase {
 	std::vector<std::unique_ptr<Peer>> by_addr;
 	std::vector<std::unique_ptr<Peer>> implicit;
 	std::unordered_map<uint64_t, Peer *> by_src;
+	size_t av_seen = 0; /* av->count when implicit peers were last matched to the AV */
 	IList<Peer> busy; /* peers with queued packets */
 
 	Matcher<RxOp, MsgRx> match;
@@ -400,6 +401,9 @@ struct Ep : EpBase {
 	/* rdm/peer.cpp */
 	Peer *peer_for_addr(fi_addr_t addr);
 	Peer *peer_from_wc(const verbs::Wc &wc, const Parsed &pk);
+	Peer *known_peer(uint16_t ahn, uint32_t qpn, uint32_t conn);
+	Peer *adopt(Peer *p, fi_addr_t addr);
+	void adopt_inserted();
 	void release_peers();
 	bool send_handshake(Peer &p);
 	void handle_handshake(Peer &p, const Parsed &pk);

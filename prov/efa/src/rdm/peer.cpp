@@ -42,15 +42,9 @@ void Ep::write_raw_addr(PktWriter &w, const Peer &p)
 
 namespace {
 
-/* A peer towards `raw`, holding its own address handle reference. */
-std::unique_ptr<Peer> make_peer(Domain &dom, const RawAddr &raw, fi_addr_t addr, uint32_t window)
+/* A peer towards `raw` over `ah` (whose reference it takes). */
+std::unique_ptr<Peer> make_peer(Domain::AhRef *ah, const RawAddr &raw, fi_addr_t addr, uint32_t window)
 {
-	int err = 0;
-	Domain::AhRef *ah = dom.get_ah(raw.gid, &err);
-	if (!ah) {
-		EFA_WARN(EpData, "no address handle for %s: %s", addr_to_string(raw).c_str(), fi_strerror(-err));
-		return nullptr;
-	}
 	auto p = std::make_unique<Peer>(window);
 	p->addr = addr;
 	p->raw = raw;
@@ -63,14 +57,23 @@ std::unique_ptr<Peer> make_peer(Domain &dom, const RawAddr &raw, fi_addr_t addr,
 
 Peer *Ep::peer_for_addr(fi_addr_t addr)
 {
+	if (addr < by_addr.size() && by_addr[addr])
+		return by_addr[addr].get();
 	const AvEntry *e = av->lookup(addr);
 	if (!e)
 		return nullptr;
-	if (addr < by_addr.size() && by_addr[addr])
-		return by_addr[addr].get();
-	auto p = make_peer(*dom, e->addr, addr, rx_window);
-	if (!p)
+	/* A sender first met through its own address (an implicit peer) keeps its state:
+	 * message ids, reorder buffer, handshake. */
+	auto it = by_src.find(src_key(e->ah->ah.ahn(), e->addr.qpn));
+	if (it != by_src.end() && it->second->addr == FI_ADDR_NOTAVAIL && it->second->raw.qkey == e->addr.qkey)
+		return adopt(it->second, addr);
+	int err = 0;
+	Domain::AhRef *ah = dom->get_ah(e->addr.gid, &err);
+	if (!ah) {
+		EFA_WARN(EpData, "no address handle for %s: %s", addr_to_string(e->addr).c_str(), fi_strerror(-err));
 		return nullptr;
+	}
+	auto p = make_peer(ah, e->addr, addr, rx_window);
 	Peer *raw = p.get();
 	if (addr >= by_addr.size())
 		by_addr.resize(addr + 1);
@@ -79,28 +82,78 @@ Peer *Ep::peer_for_addr(fi_addr_t addr)
 	return raw;
 }
 
+Peer *Ep::adopt(Peer *p, fi_addr_t addr)
+{
+	for (auto it = implicit.begin(); it != implicit.end(); ++it) {
+		if (it->get() != p)
+			continue;
+		if (addr >= by_addr.size())
+			by_addr.resize(addr + 1);
+		by_addr[addr] = std::move(*it);
+		implicit.erase(it);
+		p->addr = addr;
+		EFA_DBG(EpData, "%s is now fi_addr %lu", addr_to_string(p->raw).c_str(), (unsigned long)addr);
+		return p;
+	}
+	return p;
+}
+
+Peer *Ep::known_peer(uint16_t ahn, uint32_t qpn, uint32_t conn)
+{
+	auto it = by_src.find(src_key(ahn, qpn));
+	if (it != by_src.end() && it->second->raw.qkey == conn) {
+		Peer *p = it->second;
+		/* An implicit peer inserted into the AV since: from now on it has an fi_addr. */
+		if (p->addr == FI_ADDR_NOTAVAIL && av_seen != av->count.load(std::memory_order_relaxed)) {
+			av_seen = av->count.load(std::memory_order_relaxed);
+			adopt_inserted();
+		}
+		return p;
+	}
+	const fi_addr_t a = av->reverse_lookup(ahn, qpn);
+	if (a == FI_ADDR_NOTAVAIL)
+		return nullptr;
+	const AvEntry *e = av->lookup(a);
+	return e && e->addr.qkey == conn ? peer_for_addr(a) : nullptr;
+}
+
+void Ep::adopt_inserted()
+{
+	for (size_t i = 0; i < implicit.size();) {
+		Peer *p = implicit[i].get();
+		const fi_addr_t a = av->reverse_lookup(p->ah->ah.ahn(), p->raw.qpn);
+		const AvEntry *e = a == FI_ADDR_NOTAVAIL ? nullptr : av->lookup(a);
+		if (e && e->addr.qkey == p->raw.qkey && !(a < by_addr.size() && by_addr[a]))
+			adopt(p, a); /* erases implicit[i] */
+		else
+			i++;
+	}
+}
+
 Peer *Ep::peer_from_wc(const verbs::Wc &wc, const Parsed &pk)
 {
 	const uint32_t conn = pk.base->conn;
 	if (wc.slid != 0xffff) {
-		auto it = by_src.find(src_key(wc.slid, wc.src_qp));
-		if (it != by_src.end() && it->second->raw.qkey == conn)
-			return it->second;
-		const fi_addr_t a = av->reverse_lookup(wc.slid, wc.src_qp);
-		if (a != FI_ADDR_NOTAVAIL) {
-			const AvEntry *e = av->lookup(a);
-			if (e && e->addr.qkey == conn)
-				return peer_for_addr(a);
-		}
+		if (Peer *p = known_peer(wc.slid, wc.src_qp, conn))
+			return p;
 	}
-	/* Not in the AV (or a new endpoint on a known QP number): the packet's own address
-	 * names it, and an implicit peer answers it. */
+	/* The device had no address handle for the sender when the packet arrived (or the
+	 * sender is a new endpoint on a known QP number): the packet's own address names
+	 * it. Every packet of one sender must reach the same peer, whether it came before
+	 * or after an address handle existed. */
 	const RawAddr *ra = pk.raw_addr;
 	if (ra && ra->qkey == conn && ra->qpn == wc.src_qp) {
-		auto p = make_peer(*dom, *ra, FI_ADDR_NOTAVAIL, rx_window);
-		if (p) {
-			Peer *raw = p.get();
-			implicit.push_back(std::move(p));
+		int err = 0;
+		Domain::AhRef *ah = dom->get_ah(ra->gid, &err);
+		if (!ah) {
+			EFA_WARN(EpData, "no address handle for %s: %s", addr_to_string(*ra).c_str(), fi_strerror(-err));
+		} else if (Peer *p = known_peer(ah->ah.ahn(), ra->qpn, conn)) {
+			dom->put_ah(ah);
+			return p;
+		} else {
+			auto np = make_peer(ah, *ra, FI_ADDR_NOTAVAIL, rx_window);
+			Peer *raw = np.get();
+			implicit.push_back(std::move(np));
 			by_src[src_key(raw->ah->ah.ahn(), raw->raw.qpn)] = raw;
 			return raw;
 		}
