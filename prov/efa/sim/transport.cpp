@@ -665,18 +665,22 @@ void rx_advance_to(Peer *p, uint32_t to)
 		}
 	}
 	p->rx_base = to;
+	/* rx_base is the first sequence number not received (acknowledgements say so: the
+	 * selective bits start after it). Moved by the sender's snd_una past numbers it
+	 * abandoned, it may now sit on ones received earlier: slide over them. */
+	uint32_t n = 0;
+	while (n < kRxWindow && (p->rx_bits[n / 64] >> (n % 64) & 1))
+		n++;
+	if (n)
+		rx_advance_to(p, to + n);
 }
 
 void rx_mark(Peer *p, uint32_t seq)
 {
 	uint32_t d = seq - p->rx_base;
 	p->rx_bits[d / 64] |= 1ull << (d % 64);
-	/* slide over the received prefix */
-	uint32_t n = 0;
-	while (n < kRxWindow && (p->rx_bits[n / 64] >> (n % 64) & 1))
-		n++;
-	if (n)
-		rx_advance_to(p, p->rx_base + n);
+	if (d == 0)
+		rx_advance_to(p, p->rx_base + 1); /* and over the received run after it */
 }
 
 uint16_t slid_for(Runtime *rt, Qp *qp, const Gid &gid, Cqe &e)

@@ -347,3 +347,43 @@ Test(sim_rdma, processing_hints_and_service_level)
 			    EFADV_WR_PROCESSING_HINT_BURST_PPS_SENSITIVE),
 		     EINVAL);
 }
+
+/*
+ * A packet received while an earlier sequence number is still open, which the sender then
+ * abandons (receiver not ready, no retries left): the receiver learns from the sender's
+ * snd_una that the earlier one is gone and must then count what it already received
+ * after it, or that packet is never acknowledged and the sender retransmits it until the
+ * receiver counts as unresponsive. One path keeps the packets in order; acknowledgements
+ * wait 200 ms, so the write's first acknowledgement comes after the sender abandoned the
+ * send.
+ */
+Test(sim_rdma, packet_after_an_abandoned_sequence_is_acknowledged, .init = [] {
+	setenv("EFASIM_PATHS", "1", 1);
+	setenv("EFASIM_ACK_DELAY_US", "200000", 1);
+	setenv("EFASIM_ACK_EVERY", "1024", 1);
+	setenv("EFASIM_TIMEOUT_MS", "3000", 1);
+})
+{
+	run_pair(
+		[&](Chan &ch) {
+			Initiator in(ch, NodeOpts{.rnr_retry = 0});
+			auto &[a, t, rm, ah] = in;
+			uint8_t src[64];
+			fill(src, 64, 9);
+			ibv_mr *m = a.reg(src, 64);
+			ch.sync(1);
+			/* seq n: a send the target has no buffer for; seq n + 1: a write it takes */
+			cr_assert_eq(a.post(IBV_WR_SEND, ah, t, m, src, 64, 1), 0);
+			cr_assert_eq(a.post(IBV_WR_RDMA_WRITE, ah, t, m, src, 64, 2, rm.rkey, rm.addr), 0);
+			auto c = a.wait(2, 2500);
+			cr_assert_eq(c.size(), 2u, "%zu of 2 completions", c.size());
+			for (auto &e : c) {
+				if (e.wr_id == 1)
+					cr_assert_eq(e.vendor_err, 10u, "the send: vendor %u, expected RNR", e.vendor_err);
+				else
+					cr_assert_eq(e.status, IBV_WC_SUCCESS, "the write: vendor %u", e.vendor_err);
+			}
+			ch.sync(2);
+		},
+		[&](Chan &ch) { return passive_target(ch, 64, 4, kAllRemote, true, 9); });
+}

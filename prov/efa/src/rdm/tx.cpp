@@ -399,6 +399,10 @@ void Ep::report_error(Cq *cq, void *context, uint64_t flags, int err, uint32_t p
 	e.olen = olen;
 	e.err = err;
 	e.prov_errno = int(prov_errno);
+	/* Expected outcomes (cancel, truncation, peek misses, FI_ENORX) are the
+	 * application's to report; the log keeps each one for debugging. */
+	EFA_INFO(EpData, "error completion (%s, flags %#lx, tag %#lx, len %lu): %s", fi_strerror(err),
+		 (unsigned long)flags, (unsigned long)tag, (unsigned long)len, text.c_str());
 	cq->push_error(e, text);
 }
 
