@@ -35,4 +35,16 @@ expect "a bad FI_EFA_SIM_PATH is reported" "set FI_EFA_SIM_PATH" \
 	env FI_EFA_SIM=1 FI_EFA_SIM_PATH=/nonexistent/libefasim.so FI_LOG_LEVEL=info fi_info
 expect "FI_EFA_IFACE filters devices" "not in FI_EFA_IFACE" \
 	env FI_EFA_SIM=1 FI_EFA_IFACE=rdmap0s1 FI_LOG_LEVEL=info fi_info
+# Both fabrics, as clients see them (fi_info -p efa).
+expect "fi_info -p efa lists the efa-direct fabric" "fabric: efa-direct" \
+	env FI_EFA_SIM=1 fi_info -p efa
+expect "fi_info -p efa lists the efa fabric" "fabric: efa$" \
+	env FI_EFA_SIM=1 fi_info -p efa
+expect "the efa fabric offers FI_TAGGED (what mtl ofi asks)" "fabric: efa$" \
+	env FI_EFA_SIM=1 fi_info -p efa -c FI_TAGGED
+expect "fi_info -e lists FI_EFA_RX_PKT_POOL_SIZE" "FI_EFA_RX_PKT_POOL_SIZE:" fi_info -e
+expect "fi_info -e lists FI_EFA_INTER_MIN_READ_MESSAGE_SIZE" "FI_EFA_INTER_MIN_READ_MESSAGE_SIZE:" fi_info -e
+# fi_strerror (libfabric-bin) names the errors the provider reports.
+expect "fi_strerror 269 (FI_ENORX)" "Receiver not ready" fi_strerror 269
+expect "fi_strerror 265 (FI_ETRUNC)" "Truncation error" fi_strerror 265
 exit $fail

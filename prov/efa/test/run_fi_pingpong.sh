@@ -1,7 +1,8 @@
 #!/bin/bash
 # libfabric's own fi_pingpong (libfabric-bin) over the efa provider on the software
-# device: client and server on 127.0.0.1, message sizes up to the MTU, with and
-# without data verification (-c). The client starts when the server listens (the
+# device: client and server on 127.0.0.1, with and without data verification (-c):
+# -m msg (the default) runs on the efa-direct fabric (sizes up to the MTU), -m tagged on
+# the efa fabric (the RDM protocol; fi_pingpong's sizes up to 8 MiB). The client starts when the server listens (the
 # listen_notify shim tells), not after a sleep.
 set -u
 top="${abs_top_builddir:-$(cd "$(dirname "$0")/../../.." && pwd)}"
@@ -50,4 +51,7 @@ run() { # name, extra options...
 run "fi_pingpong -e rdm, all sizes" -I 200 -S all
 run "fi_pingpong -e rdm -c (verified data)" -I 100 -S all -c
 run "fi_pingpong -e rdm, 8 KiB" -I 1000 -S 8192 -c
+# -m tagged asks for FI_TAGGED: the efa fabric (the RDM protocol) answers it.
+run "fi_pingpong -e rdm -m tagged, all sizes" -I 200 -S all -m tagged
+run "fi_pingpong -e rdm -m tagged -c (verified data)" -I 100 -S all -m tagged -c
 exit $fail
