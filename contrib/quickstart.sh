@@ -18,7 +18,7 @@ esac
 cd "$(dirname "$0")/.."
 
 packages="g++ make autoconf automake libtool pkg-config libfabric-dev libfabric-bin libibverbs-dev
-ibverbs-providers libhwloc-dev libcriterion-dev openmpi-bin libopenmpi-dev"
+ibverbs-providers libhwloc-dev libcriterion-dev openmpi-bin libopenmpi-dev iproute2"
 missing=""
 for p in $packages; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

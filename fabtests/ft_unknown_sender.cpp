@@ -9,7 +9,11 @@
  *     and the client sends K more, which reach a receiver that has met it by now. All 2K
  *     arrive in order, with their bytes, and with FI_SOURCE as FI_ADDR_NOTAVAIL (fi_cq(3):
  *     the source is not in the AV).
- *  2. The server inserts the client's address and replies to it. The client sends K more:
+ *     One more message (tag "early") arrives before the insert and is left unexpected
+ *     (a zero-byte marker sent after it, received first, proves it was taken in, with
+ *     FI_ORDER_SAS).
+ *  2. The server inserts the client's address and replies to it. A receive directed at
+ *     the client's new fi_addr_t takes the early message. The client sends K more:
  *     they arrive in order with their bytes, now with the inserted fi_addr_t as source;
  *     a receive directed at that fi_addr_t matches.
  * Every message of one sender must reach the same per-peer state (message ids, reorder
@@ -30,6 +34,8 @@ namespace {
 constexpr uint64_t T = 0x0a5e000000000000ull;
 constexpr uint64_t reply_tag = 0x0a5f000000000000ull;
 constexpr uint64_t directed_tag = 0x0a60000000000000ull;
+constexpr uint64_t early_tag = 0x0a61000000000000ull;
+constexpr uint64_t marker_tag = 0x0a62000000000000ull;
 constexpr int K = 24;
 constexpr size_t kMax = 20000;
 
@@ -83,6 +89,8 @@ int main(int argc, char **argv)
 {
 	parse_options(argc, argv, "messages from a sender not in the AV, before and after it is inserted");
 	Fabric fab(FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV, FI_SOURCE);
+	request_order(fab, FI_ORDER_SAS);
+	const bool sas = has_order(fab, FI_ORDER_SAS);
 	Ctl ctl;
 	Endpoint ep(fab);
 	Buffer buf(fab, size_t(K) * kMax);
@@ -101,6 +109,15 @@ int main(int argc, char **argv)
 		send_range(ep, buf, server, 0, K, ctl, "first half sent");
 		ctl.sync("first half received");
 		send_range(ep, buf, server, K, K, ctl, "second half sent");
+		if (sas) {
+			fi_context2 ectx{}, mctx{};
+			fill_pattern(slot(buf, 0), 500, 0xea);
+			RDM_POST(fi_tsend(ep, slot(buf, 0), 500, buf.desc(), server, early_tag, &ectx));
+			RDM_POST(fi_tsend(ep, nullptr, 0, nullptr, server, marker_tag, &mctx));
+			ep.tx().wait(&ectx, "the early message");
+			ep.tx().wait(&mctx, "the marker");
+		}
+		ctl.sync("early sent");
 
 		Entry r = ep.rx().wait(&rctx, "the server's reply");
 		FT_CHECK(r.len == 100 && r.tag == reply_tag, "the reply: %s", r.describe().c_str());
@@ -125,8 +142,27 @@ int main(int argc, char **argv)
 	ctl.sync("first half received");
 	ctl.sync("second half sent");
 	recv_range(fab, ep, buf, K, K, FI_ADDR_UNSPEC, FI_ADDR_NOTAVAIL);
+	ctl.sync("early sent");
+	if (sas) {
+		fi_context2 mctx{};
+		RDM_POST(fi_trecv(ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, marker_tag, 0, &mctx));
+		ep.rx().wait(&mctx, "the marker");
+	}
 
 	const fi_addr_t client = fab.insert(peer_name);
+	if (sas) {
+		/* the early message, unexpected since before the insert, to a receive directed at
+		 * the new fi_addr_t: the first thing done with it */
+		fi_context2 ectx{};
+		memset(buf.data(), canary, 512);
+		RDM_POST(fi_trecv(ep, buf.data(), 512, buf.desc(), client, early_tag, 0, &ectx));
+		Entry e = ep.rx().wait(&ectx, "the early message (directed receive after the insert)");
+		FT_CHECK(e.len == 500 && e.tag == early_tag, "the early message: %s", e.describe().c_str());
+		FT_EXPECT_PATTERN(buf.data(), 500, 0xea, 0, "the early message");
+	} else {
+		skip_part("FI_ORDER_SAS not available: the early unexpected message to a directed receive");
+	}
+
 	fill_pattern(buf.data(), 100, 0x4e91);
 	fi_context2 sctx{};
 	RDM_POST(fi_tsend(ep, buf.data(), 100, buf.desc(), client, reply_tag, &sctx));

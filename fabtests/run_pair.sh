@@ -9,6 +9,11 @@
 # from it. Both run under `timeout` (default 120 s, or EFA_FT_PAIR_TIMEOUT), with the
 # environment of this script plus the VAR=value words given before PROGRAM.
 #
+# Across network namespaces (prov/efa/test/run_netns.sh): EFA_FT_SERVER_ADDR is the
+# address the server listens on (-b) and the client connects to (default 127.0.0.1);
+# EFA_FT_SERVER_WRAP and EFA_FT_CLIENT_WRAP are command prefixes for each side, e.g.
+# "ip netns exec ns1 env EFASIM_ADDR=10.231.0.1".
+#
 # Exit status: 0 both passed; 77 a side skipped (exit 77: the provider does not
 # advertise what the test needs) and the other passed or skipped; 1 otherwise.
 # Both sides' output is shown (-q: only on failure).
@@ -45,7 +50,11 @@ mkfifo "$dir/server.fifo" || exit 1
 : > "$dir/client.out"
 
 # The server: stdout and stderr into the FIFO, so its messages keep their order.
-timeout -k 5 "$limit" "$prog" -s "$@" > "$dir/server.fifo" 2>&1 &
+srv_addr=${EFA_FT_SERVER_ADDR:-127.0.0.1}
+bind=
+[ -n "${EFA_FT_SERVER_ADDR:-}" ] && bind="-b $srv_addr"
+# shellcheck disable=SC2086 # the wrappers and -b are word lists
+${EFA_FT_SERVER_WRAP:-} timeout -k 5 "$limit" "$prog" -s $bind "$@" > "$dir/server.fifo" 2>&1 &
 spid=$!
 exec 3< "$dir/server.fifo"
 port=
@@ -62,7 +71,8 @@ exec 3<&-
 
 crc=0
 if [ -n "$port" ]; then
-	timeout -k 5 "$limit" "$prog" -c 127.0.0.1 -P "$port" "$@" > "$dir/client.out" 2>&1
+	# shellcheck disable=SC2086
+	${EFA_FT_CLIENT_WRAP:-} timeout -k 5 "$limit" "$prog" -c "$srv_addr" -P "$port" "$@" > "$dir/client.out" 2>&1
 	crc=$?
 else
 	crc=none

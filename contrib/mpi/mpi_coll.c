@@ -15,6 +15,7 @@ static int64_t val(int rank, size_t i) { return (int64_t)((uint64_t)rank * 10000
 int main(int argc, char **argv)
 {
 	MPI_Init(&argc, &argv);
+	setvbuf(stdout, NULL, _IOLBF, 0); /* each check's line as it passes (mpirun forwards output) */
 	MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	const size_t counts[] = {1, 100, 2000, 70000, 600000}; /* int64 elements: 8 B .. 4.8 MB */

@@ -18,6 +18,7 @@ static int size;
 int main(int argc, char **argv)
 {
 	MPI_Init(&argc, &argv);
+	setvbuf(stdout, NULL, _IOLBF, 0); /* each check's line as it passes (mpirun forwards output) */
 	MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	int cas = 1;

@@ -21,6 +21,8 @@
 #                     of each measurement (default 1)
 #   --timeout SEC     limit for one provider run (default 300 with --quick, else 900)
 #   --csv FILE        also keep the raw results (label,test,size,value)
+#   --plot FILE.png   also draw latency (median) and bandwidth against message size for
+#                     every provider, log-log, with gnuplot (apt-get install gnuplot-nox)
 #   after --           passed to every fi_efa_bench run (e.g. -- -m tagged -R 5)
 set -u
 
@@ -32,6 +34,7 @@ efa_fabrics=efa-direct
 rounds=1
 limit=
 csv_out=
+plot_out=
 
 usage() {
 	sed -n '3,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'
@@ -47,6 +50,7 @@ while [ $# -gt 0 ]; do
 	--rounds) rounds=$2; shift ;;
 	--timeout) limit=$2; shift ;;
 	--csv) csv_out=$2; shift ;;
+	--plot) plot_out=$2; shift ;;
 	-h|--help) usage 0 ;;
 	--) shift; break ;;
 	*) echo "run_compare.sh: unknown option $1" >&2; usage 2 ;;
@@ -165,6 +169,53 @@ done
 echo
 touch "$tmp/all.csv"
 [ -z "$csv_out" ] || cp "$tmp/all.csv" "$csv_out"
+
+# The plot: one data file per provider and measurement (best value of the rounds).
+if [ -n "$plot_out" ]; then
+	if ! command -v gnuplot >/dev/null 2>&1; then
+		echo "(no plot: gnuplot not installed; apt-get install gnuplot-nox)"
+	else
+		awk -F, -v dir="$tmp" '
+		NF >= 4 && ($2 == "lat_p50_us" || $2 == "bw_MBps") {
+			k = $1 SUBSEP $2 SUBSEP ($3 + 0); v = $4 + 0
+			if (!(k in val) || ($2 ~ /^lat/ ? v < val[k] : v > val[k])) val[k] = v
+		}
+		END {
+			for (k in val) {
+				split(k, f, SUBSEP)
+				name = f[1]; gsub(/[^A-Za-z0-9_.-]/, "_", name)
+				print f[3], val[k] > (dir "/plot." name "." f[2])
+			}
+		}' "$tmp/all.csv"
+		{
+			echo "set terminal png size 1400,560 font ',10'"
+			echo "set output '$plot_out'"
+			echo "set multiplot layout 1,2 title 'fi_efa_bench, $(date -u +%Y-%m-%d), $(uname -n): ${efa_fabrics} vs stock providers'"
+			echo "set logscale xy 2; set logscale y 10; set grid; set key top left; set xlabel 'message size (bytes)'"
+			for what in lat_p50_us bw_MBps; do
+				if [ $what = lat_p50_us ]; then echo "set ylabel 'one-way latency, median (us)'; set title 'Latency'"
+				else echo "set ylabel 'bandwidth (MB/s)'; set title 'Streaming bandwidth'"; fi
+				line="plot"
+				sep=""
+				for lab in $(echo "$labels" | tr '|' ' '); do
+					f=$tmp/plot.$(echo "$lab" | sed 's/[^A-Za-z0-9_.-]/_/g').$what
+					[ -s "$f" ] || continue
+					sort -n "$f" -o "$f"
+					line="$line$sep '$f' using 1:2 with linespoints title '$lab'"
+					sep=","
+				done
+				[ "$sep" = "," ] && echo "$line" || echo "set label 1 'no data' at graph 0.5,0.5; plot 1/0 notitle"
+			done
+			echo "unset multiplot"
+		} > "$tmp/plot.gp"
+		if gnuplot "$tmp/plot.gp" 2> "$tmp/plot.err"; then
+			echo "(plot: $plot_out)"
+		else
+			echo "(no plot: gnuplot failed: $(head -2 "$tmp/plot.err" | tr '\n' ' '))"
+		fi
+	fi
+	echo
+fi
 
 awk -F, -v labels="$labels" '
 BEGIN { n = split(labels, L, "|") }

@@ -36,6 +36,8 @@ void vprint(FILE *f, const char *kind, const char *fmt, va_list ap)
 		"  -F FABRIC   fabric name hint (e.g. efa-direct)\n"
 		"  -D DOMAIN   domain name hint (e.g. lo)\n"
 		"  -P PORT     control channel port (server: default 0, any free port)\n"
+		"  -b ADDR     server: the IPv4 address its control channel listens on (default\n"
+		"              127.0.0.1; another one across network namespaces)\n"
 		"  -A TYPE     address vector type: table (default) or map\n"
 		"  -T SECONDS  bound of every wait (default 30)\n"
 		"  -v          verbose\n",
@@ -55,13 +57,14 @@ void parse_options(int argc, char **argv, const char *purpose)
 	const char *slash = strrchr(argv[0], '/');
 	g_prog = slash ? slash + 1 : argv[0];
 	int c;
-	while ((c = getopt(argc, argv, "p:F:D:sc:P:A:T:vh")) != -1) {
+	while ((c = getopt(argc, argv, "p:F:D:sc:b:P:A:T:vh")) != -1) {
 		switch (c) {
 		case 'p': opts.prov = optarg; break;
 		case 'F': opts.fabric = optarg; break;
 		case 'D': opts.domain = optarg; break;
 		case 's': opts.server = true; break;
 		case 'c': opts.client = true; opts.host = optarg; break;
+		case 'b': opts.host = optarg; break;
 		case 'P': opts.port = atoi(optarg); break;
 		case 'v': opts.verbose = true; break;
 		case 'T': opts.timeout_s = atoi(optarg); break;

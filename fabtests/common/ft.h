@@ -37,7 +37,8 @@ struct Options {
 	std::string prov;		/* -p: hints->fabric_attr->prov_name */
 	std::string fabric;		/* -F: hints->fabric_attr->name */
 	std::string domain;		/* -D: hints->domain_attr->name */
-	std::string host = "127.0.0.1"; /* -c: where the server's control channel is */
+	std::string host = "127.0.0.1"; /* -c: where the server's control channel is; -b: the
+					 * address the server listens on */
 	bool server = false;		/* -s */
 	bool client = false;		/* -c */
 	int port = 0;			/* -P: control channel port (0: the server picks) */

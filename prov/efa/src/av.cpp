@@ -5,6 +5,7 @@
 #include "log.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace efa {
@@ -218,6 +219,18 @@ fi_ops_av g_av_ops = {
 };
 
 } // namespace
+
+void Av::warn_unknown(fi_addr_t addr)
+{
+	static std::atomic<bool> warned{false};
+	if (!warned.exchange(true))
+		EFA_WARN(Av, "an operation names fi_addr %lu, which is not in the endpoint's address vector (never "
+			 "inserted, or removed): insert the peer's address with fi_av_insert and use the fi_addr it "
+			 "returns; the operation fails with -FI_EINVAL (further ones are not logged)",
+			 (unsigned long)addr);
+	else
+		EFA_DBG(Av, "fi_addr %lu is not in the address vector", (unsigned long)addr);
+}
 
 fi_addr_t Av::reverse_lookup(uint16_t ahn, uint32_t qpn)
 {

@@ -53,6 +53,8 @@ struct Av {
 	}
 	/* FI_SOURCE: the fi_addr of the sender (AHN, QPN), or FI_ADDR_NOTAVAIL. */
 	fi_addr_t reverse_lookup(uint16_t ahn, uint32_t qpn);
+	/* Logs, once per process, that an operation named an fi_addr not in this AV. */
+	static void warn_unknown(fi_addr_t addr);
 };
 
 int av_open(fid_domain *domain, fi_av_attr *attr, fid_av **av, void *context);

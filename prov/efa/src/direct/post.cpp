@@ -82,7 +82,7 @@ ssize_t Ep::post_tx(OpKind kind, const iovec *iov, void **desc, size_t count, fi
 		return -FI_EINVAL;
 	const AvEntry *to = av->lookup(dest);
 	if (!to) {
-		EFA_DBG(EpData, "fi_addr %lu is not in the address vector", (unsigned long)dest);
+		Av::warn_unknown(dest);
 		return -FI_EINVAL;
 	}
 	const verbs::Dest vdest{to->ah->ah.get(), to->addr.qpn, to->addr.qkey};

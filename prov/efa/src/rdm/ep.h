@@ -404,6 +404,8 @@ struct Ep : EpBase {
 	Peer *known_peer(uint16_t ahn, uint32_t qpn, uint32_t conn);
 	Peer *adopt(Peer *p, fi_addr_t addr);
 	void adopt_inserted();
+	/* Adopts implicit peers inserted into the AV since the last look (cheap when none). */
+	void adopt_pending();
 	void release_peers();
 	bool send_handshake(Peer &p);
 	void handle_handshake(Peer &p, const Parsed &pk);

@@ -92,6 +92,12 @@ Peer *Ep::adopt(Peer *p, fi_addr_t addr)
 		by_addr[addr] = std::move(*it);
 		implicit.erase(it);
 		p->addr = addr;
+		/* Its messages waiting for a receive now come from addr: a receive directed
+		 * at addr takes them (and FI_SOURCE reports it). */
+		for (int t = 0; t < 2; t++)
+			for (MsgRx *m = match.unexpected(t != 0).front(); m; m = IList<MsgRx>::next(m))
+				if (m->peer == p)
+					m->src = addr;
 		EFA_DBG(EpData, "%s is now fi_addr %lu", addr_to_string(p->raw).c_str(), (unsigned long)addr);
 		return p;
 	}
@@ -104,10 +110,8 @@ Peer *Ep::known_peer(uint16_t ahn, uint32_t qpn, uint32_t conn)
 	if (it != by_src.end() && it->second->raw.qkey == conn) {
 		Peer *p = it->second;
 		/* An implicit peer inserted into the AV since: from now on it has an fi_addr. */
-		if (p->addr == FI_ADDR_NOTAVAIL && av_seen != av->count.load(std::memory_order_relaxed)) {
-			av_seen = av->count.load(std::memory_order_relaxed);
-			adopt_inserted();
-		}
+		if (p->addr == FI_ADDR_NOTAVAIL)
+			adopt_pending();
 		return p;
 	}
 	const fi_addr_t a = av->reverse_lookup(ahn, qpn);
@@ -115,6 +119,17 @@ Peer *Ep::known_peer(uint16_t ahn, uint32_t qpn, uint32_t conn)
 		return nullptr;
 	const AvEntry *e = av->lookup(a);
 	return e && e->addr.qkey == conn ? peer_for_addr(a) : nullptr;
+}
+
+void Ep::adopt_pending()
+{
+	if (implicit.empty())
+		return;
+	const size_t n = av->count.load(std::memory_order_relaxed);
+	if (n == av_seen)
+		return;
+	av_seen = n;
+	adopt_inserted();
 }
 
 void Ep::adopt_inserted()

@@ -45,6 +45,8 @@ ssize_t Ep::recv(const RecvArgs &a)
 		return -FI_EAGAIN;
 	r->tagged = a.tagged;
 	r->src = directed ? a.src : FI_ADDR_UNSPEC;
+	if (r->src != FI_ADDR_UNSPEC)
+		adopt_pending(); /* a sender met before it was inserted may be r->src now */
 	r->tag = a.tag;
 	r->ignore = a.ignore;
 	r->context = a.context;
@@ -103,6 +105,8 @@ ssize_t Ep::peek(const RecvArgs &a)
 		return 0;
 	}
 	const fi_addr_t src = directed ? a.src : FI_ADDR_UNSPEC;
+	if (src != FI_ADDR_UNSPEC)
+		adopt_pending();
 	MsgRx *m = match.find_unexpected(tagged, src, a.tag, a.ignore);
 	const uint64_t flags = FI_RECV | (tagged ? FI_TAGGED : FI_MSG);
 	if (!m) {

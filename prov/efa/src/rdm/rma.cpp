@@ -103,8 +103,10 @@ ssize_t Ep::rma(const RmaArgs &a)
 	if (inject && (!a.write || len > inject_size))
 		return -FI_EMSGSIZE;
 	Peer *p = peer_for_addr(a.dest);
-	if (!p)
+	if (!p) {
+		Av::warn_unknown(a.dest);
 		return -FI_EINVAL;
+	}
 	if (!p->queued.empty() || now_ns() < p->backoff_until)
 		return -FI_EAGAIN;
 	TxOp *op = txops.get();
@@ -232,8 +234,10 @@ ssize_t Ep::atomic(const AtomicArgs &a)
 		return -FI_EINVAL;
 	const bool inject = a.flags & FI_INJECT;
 	Peer *p = peer_for_addr(a.dest);
-	if (!p)
+	if (!p) {
+		Av::warn_unknown(a.dest);
 		return -FI_EINVAL;
+	}
 	if (!p->queued.empty() || now_ns() < p->backoff_until)
 		return -FI_EAGAIN;
 	if (tx_pkts.avail() < (p->hs_sent ? 1u : 2u))

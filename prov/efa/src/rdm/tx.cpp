@@ -80,7 +80,7 @@ ssize_t Ep::send(const SendArgs &a)
 	}
 	Peer *p = peer_for_addr(a.dest);
 	if (!p) {
-		EFA_DBG(EpData, "fi_addr %lu is not in the address vector", (unsigned long)a.dest);
+		Av::warn_unknown(a.dest);
 		return -FI_EINVAL;
 	}
 	/* A peer that answered RNR is left alone until its backoff ends. */
