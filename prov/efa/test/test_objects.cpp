@@ -19,6 +19,7 @@
 #include <criterion/criterion.h>
 
 #include <arpa/inet.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -43,6 +44,7 @@ void setup()
 	setenv("FI_PROVIDER", "efa", 1);
 	setenv("FI_EFA_SIM", "1", 1);
 	setenv("FI_EFA_SIM_PATH", EFA_TEST_SIM_PATH, 1);
+	setenv("FI_LOG_LEVEL", "warn", 0); /* what a user sees: tests check some of it */
 	fi_info *hints = fi_allocinfo();
 	hints->caps = FI_MSG | FI_RMA | FI_SOURCE;
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -334,7 +336,27 @@ Test(objects, av_table_insert_lookup_straddr_remove)
 	cr_assert_eq(fi_av_lookup(av, fa[1], back, &len), -FI_ENOENT);
 	cr_assert_eq(fi_av_remove(av, &fa[1], 1, 0), -FI_EINVAL, "removed twice");
 	char c = 1;
+	/* The user learns why, once: libfabric's log goes to stderr. */
+	fflush(stderr);
+	FILE *log = tmpfile();
+	cr_assert_not_null(log);
+	const int saved = dup(2);
+	dup2(fileno(log), 2);
 	cr_assert_eq(fi_inject(a.ep, &c, 1, fa[1]), -FI_EINVAL, "a send to a removed address");
+	cr_assert_eq(fi_inject(a.ep, &c, 1, fa[1]), -FI_EINVAL, "again");
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	std::string text;
+	rewind(log);
+	for (int ch; (ch = fgetc(log)) != EOF;)
+		text += char(ch);
+	fclose(log);
+	cr_assert(text.find("not in the endpoint's address vector") != std::string::npos &&
+			  text.find("fi_av_insert") != std::string::npos,
+		  "no log line naming the cause and the fix: '%s'", text.c_str());
+	cr_assert_eq(text.find("not in the endpoint's address vector"),
+		     text.rfind("not in the endpoint's address vector"), "logged more than once");
 	close_ep(a);
 	close_ep(b);
 	cr_assert_eq(fi_close(&av->fid), 0);
