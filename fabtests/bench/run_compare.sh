@@ -188,10 +188,10 @@ if [ -n "$plot_out" ]; then
 			}
 		}' "$tmp/all.csv"
 		{
-			echo "set terminal png size 1400,560 font ',10'"
+			echo "set terminal png size 1400,560 font ',10' noenhanced"
 			echo "set output '$plot_out'"
 			echo "set multiplot layout 1,2 title 'fi_efa_bench, $(date -u +%Y-%m-%d), $(uname -n): ${efa_fabrics} vs stock providers'"
-			echo "set logscale xy 2; set logscale y 10; set grid; set key top left; set xlabel 'message size (bytes)'"
+			echo "set logscale xy 2; set logscale y 10; set format x '%.0b%B'; set grid; set key top left; set xlabel 'message size (bytes; K = 1024)'"
 			for what in lat_p50_us bw_MBps; do
 				if [ $what = lat_p50_us ]; then echo "set ylabel 'one-way latency, median (us)'; set title 'Latency'"
 				else echo "set ylabel 'bandwidth (MB/s)'; set title 'Streaming bandwidth'"; fi

@@ -347,16 +347,16 @@ Test(objects, av_table_insert_lookup_straddr_remove)
 	fflush(stderr);
 	dup2(saved, 2);
 	close(saved);
-	std::string text;
+	std::string logged;
 	rewind(log);
 	for (int ch; (ch = fgetc(log)) != EOF;)
-		text += char(ch);
+		logged += char(ch);
 	fclose(log);
-	cr_assert(text.find("not in the endpoint's address vector") != std::string::npos &&
-			  text.find("fi_av_insert") != std::string::npos,
-		  "no log line naming the cause and the fix: '%s'", text.c_str());
-	cr_assert_eq(text.find("not in the endpoint's address vector"),
-		     text.rfind("not in the endpoint's address vector"), "logged more than once");
+	cr_assert(logged.find("not in the endpoint's address vector") != std::string::npos &&
+			  logged.find("fi_av_insert") != std::string::npos,
+		  "no log line naming the cause and the fix: '%s'", logged.c_str());
+	cr_assert_eq(logged.find("not in the endpoint's address vector"),
+		     logged.rfind("not in the endpoint's address vector"), "logged more than once");
 	close_ep(a);
 	close_ep(b);
 	cr_assert_eq(fi_close(&av->fid), 0);

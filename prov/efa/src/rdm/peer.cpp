@@ -57,11 +57,11 @@ std::unique_ptr<Peer> make_peer(Domain::AhRef *ah, const RawAddr &raw, fi_addr_t
 
 Peer *Ep::peer_for_addr(fi_addr_t addr)
 {
-	if (addr < by_addr.size() && by_addr[addr])
-		return by_addr[addr].get();
-	const AvEntry *e = av->lookup(addr);
+	const AvEntry *e = av->lookup(addr); /* null once removed */
 	if (!e)
 		return nullptr;
+	if (addr < by_addr.size() && by_addr[addr])
+		return by_addr[addr].get();
 	/* A sender first met through its own address (an implicit peer) keeps its state:
 	 * message ids, reorder buffer, handshake. */
 	auto it = by_src.find(src_key(e->ah->ah.ahn(), e->addr.qpn));
