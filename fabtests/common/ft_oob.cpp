@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /* The out-of-band TCP control channel. */
-#include "ft_oob.h"
+#include "ft_channel.h"
+
+#include "ft_cq.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -28,25 +30,6 @@ sockaddr_in loopback(int port)
 	return sa;
 }
 
-/* Waits until fd is readable, keeping the provider progressing; bounded. */
-void wait_readable(int fd, const char *what)
-{
-	Deadline deadline;
-	for (;;) {
-		pollfd p{fd, POLLIN, 0};
-		/* 1 ms: how often the provider is progressed while nothing arrives. */
-		int rc = poll(&p, 1, 1);
-		if (rc > 0)
-			return;
-		if (rc < 0 && errno != EINTR)
-			FT_FAIL("poll(control channel): %s", strerror(errno));
-		progress_all();
-		if (deadline.expired())
-			FT_FAIL("control channel: nothing from the peer after %d s while %s",
-				opts.timeout_s, what);
-	}
-}
-
 uint32_t step_id(const char *step)
 {
 	uint32_t h = 2166136261u; /* FNV-1a */
@@ -57,7 +40,31 @@ uint32_t step_id(const char *step)
 
 } // namespace
 
-Oob::Oob()
+int oob_idle_default()
+{
+	progress_all();
+	return 1; /* how often the provider is progressed while nothing arrives */
+}
+
+/* Waits until fd is readable, keeping the provider progressing (idle_); bounded. */
+void Oob::wait_readable(int fd, const char *what) const
+{
+	Deadline deadline;
+	for (int ms = 0;;) {
+		pollfd p{fd, POLLIN, 0};
+		int rc = poll(&p, 1, ms);
+		if (rc > 0)
+			return;
+		if (rc < 0 && errno != EINTR)
+			FT_FAIL("poll(control channel): %s", strerror(errno));
+		ms = idle_();
+		if (deadline.expired())
+			FT_FAIL("control channel: nothing from the peer after %d s while %s",
+				opts.timeout_s, what);
+	}
+}
+
+Oob::Oob(OobIdle idle, size_t max_blob) : idle_(idle), max_blob_(max_blob)
 {
 	if (opts.server) {
 		int lfd = socket(AF_INET, SOCK_STREAM, 0);
@@ -137,7 +144,7 @@ void Oob::send_blob(const std::vector<uint8_t> &blob)
 std::vector<uint8_t> Oob::recv_blob()
 {
 	uint32_t len = get<uint32_t>();
-	FT_CHECK(len < (1u << 20), "control channel: blob of %u bytes", len);
+	FT_CHECK(len < max_blob_, "control channel: blob of %u bytes", len);
 	std::vector<uint8_t> blob(len);
 	recv(blob.data(), len);
 	return blob;
@@ -160,17 +167,9 @@ void Oob::await(const char *step)
 	uint32_t theirs = get<uint32_t>();
 	if (theirs != mine)
 		FT_FAIL("control channel: at step '%s' (0x%08x) the peer is at another step "
-			"(0x%08x)",
+			"(0x%08x; it failed? see its output)",
 			step, mine, theirs);
 	debug("step '%s'", step);
-}
-
-fi_addr_t Oob::exchange_names(const Fabric &fab, const Endpoint &ep)
-{
-	send_blob(ep.name());
-	peer_name_ = recv_blob();
-	FT_CHECK(!peer_name_.empty(), "the peer sent an empty endpoint name");
-	return fab.insert(peer_name_);
 }
 
 } // namespace ft

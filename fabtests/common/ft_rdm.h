@@ -30,6 +30,7 @@
 
 #include "ft_fabric.h"
 #include "ft_mr.h"
+#include "ft_channel.h"
 
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_tagged.h>
@@ -143,41 +144,18 @@ private:
 	Fid<fid_ep> ep_{"endpoint"}; /* declared last: closed before its CQs */
 };
 
-/* The control channel; see the top of this file. */
-class Ctl {
+/* The control channel (ft::Oob; see the top of this file): its waits read every rdm::Cq
+ * and ft::Cq unless ctl_progress is off. */
+class Ctl : public ft::Oob {
 public:
 	Ctl();
-	~Ctl();
-	Ctl(const Ctl &) = delete;
-	Ctl &operator=(const Ctl &) = delete;
-
-	void send(const void *buf, size_t len);
-	void recv(void *buf, size_t len);
-	template <typename T> void put(const T &v) { send(&v, sizeof v); }
-	template <typename T> T get()
-	{
-		T v;
-		recv(&v, sizeof v);
-		return v;
-	}
-	void send_blob(const std::vector<uint8_t> &blob);
-	std::vector<uint8_t> recv_blob();
 
 	/* Both sides reach `step`; a peer at another step fails the test. */
-	void sync(const std::string &step);
+	void sync(const std::string &step) { Oob::sync(step.c_str()); }
 	/* Tell the peer this side reached `step`, without waiting. */
-	void notify(const std::string &step);
+	void notify(const std::string &step) { Oob::notify(step.c_str()); }
 	/* Wait until the peer notifies `step`. */
-	void await(const std::string &step);
-
-	/* Sends ep's name, inserts the peer's into fab's AV; the peer's fi_addr_t. */
-	fi_addr_t exchange_names(const Fabric &fab, const Endpoint &ep);
-
-	void send_mr(const Buffer &b) { put(b.remote()); }
-	RemoteMr recv_mr() { return get<RemoteMr>(); }
-
-private:
-	int fd_ = -1;
+	void await(const std::string &step) { Oob::await(step.c_str()); }
 };
 
 void post_retry(const char *what, const char *file, int line, const std::function<ssize_t()> &op);
