@@ -400,6 +400,9 @@ struct Ep : EpBase {
 
 	/* rdm/peer.cpp */
 	Peer *peer_for_addr(fi_addr_t addr);
+	/* A peer that answered RNR is left alone until its backoff ends and its queue of
+	 * packets to resend is empty: new work to it waits (-FI_EAGAIN, or queued). */
+	bool held_back(const Peer &p) const { return !p.queued.empty() || now_ns() < p.backoff_until; }
 	Peer *peer_from_wc(const verbs::Wc &wc, const Parsed &pk);
 	Peer *known_peer(uint16_t ahn, uint32_t qpn, uint32_t conn);
 	Peer *adopt(Peer *p, fi_addr_t addr);

@@ -247,7 +247,7 @@ Pkt *Ep::tx_pkt(Peer &p, TxOp *op)
 int Ep::post(Pkt *pkt)
 {
 	Peer &p = *pkt->peer;
-	if (p.queued.empty() && now_ns() >= p.backoff_until) {
+	if (!held_back(p)) {
 		const ibv_sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->len, pkt->lkey};
 		const int r = qp.send(reinterpret_cast<uint64_t>(pkt), p.dest, {&sge, 1}, 0, 0);
 		if (!r) {

@@ -107,7 +107,7 @@ ssize_t Ep::rma(const RmaArgs &a)
 		Av::warn_unknown(a.dest);
 		return -FI_EINVAL;
 	}
-	if (!p->queued.empty() || now_ns() < p->backoff_until)
+	if (held_back(*p))
 		return -FI_EAGAIN;
 	TxOp *op = txops.get();
 	if (!op)
@@ -238,7 +238,7 @@ ssize_t Ep::atomic(const AtomicArgs &a)
 		Av::warn_unknown(a.dest);
 		return -FI_EINVAL;
 	}
-	if (!p->queued.empty() || now_ns() < p->backoff_until)
+	if (held_back(*p))
 		return -FI_EAGAIN;
 	if (tx_pkts.avail() < (p->hs_sent ? 1u : 2u))
 		return -FI_EAGAIN;

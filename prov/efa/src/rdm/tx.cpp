@@ -23,7 +23,10 @@ uint64_t iov_total(const iovec *iov, size_t count)
 	return n;
 }
 
-size_t iov_to_buf(const iovec *iov, size_t count, uint64_t off, void *dst, size_t len)
+namespace {
+
+/* Copies len bytes between buf and the iov list from byte off of the list, either way. */
+size_t iov_copy(const iovec *iov, size_t count, uint64_t off, uint8_t *buf, size_t len, bool to_iov)
 {
 	size_t done = 0;
 	for (size_t i = 0; i < count && done < len; i++) {
@@ -32,27 +35,27 @@ size_t iov_to_buf(const iovec *iov, size_t count, uint64_t off, void *dst, size_
 			continue;
 		}
 		const size_t n = std::min<size_t>(iov[i].iov_len - off, len - done);
-		std::memcpy(static_cast<uint8_t *>(dst) + done, static_cast<const uint8_t *>(iov[i].iov_base) + off, n);
+		uint8_t *at = static_cast<uint8_t *>(iov[i].iov_base) + off;
+		if (to_iov)
+			std::memcpy(at, buf + done, n);
+		else
+			std::memcpy(buf + done, at, n);
 		done += n;
 		off = 0;
 	}
 	return done;
 }
 
+} // namespace
+
+size_t iov_to_buf(const iovec *iov, size_t count, uint64_t off, void *dst, size_t len)
+{
+	return iov_copy(iov, count, off, static_cast<uint8_t *>(dst), len, false);
+}
+
 size_t buf_to_iov(const iovec *iov, size_t count, uint64_t off, const void *src, size_t len)
 {
-	size_t done = 0;
-	for (size_t i = 0; i < count && done < len; i++) {
-		if (off >= iov[i].iov_len) {
-			off -= iov[i].iov_len;
-			continue;
-		}
-		const size_t n = std::min<size_t>(iov[i].iov_len - off, len - done);
-		std::memcpy(static_cast<uint8_t *>(iov[i].iov_base) + off, static_cast<const uint8_t *>(src) + done, n);
-		done += n;
-		off = 0;
-	}
-	return done;
+	return iov_copy(iov, count, off, static_cast<uint8_t *>(const_cast<void *>(src)), len, true);
 }
 
 namespace {
@@ -83,8 +86,7 @@ ssize_t Ep::send(const SendArgs &a)
 		Av::warn_unknown(a.dest);
 		return -FI_EINVAL;
 	}
-	/* A peer that answered RNR is left alone until its backoff ends. */
-	if (!p->queued.empty() || now_ns() < p->backoff_until)
+	if (held_back(*p))
 		return -FI_EAGAIN;
 
 	const bool data = a.flags & FI_REMOTE_CQ_DATA;
