@@ -11,7 +11,8 @@
  *     destination, sequence);
  *   - RMA: into a slot of each peer's window that only this process writes, an
  *     fi_writemsg with FI_DELIVERY_COMPLETE and then an fi_read of the same bytes back,
- *     checked.
+ *     checked. Without FI_MR_LOCAL, every other pair goes without descriptors, so the
+ *     efa fabric alternates between the device's RDMA and its emulation.
  *
  * Then the processes stop sending, tell the parent (over pipes, no libfabric) how many
  * messages they sent to whom, and each keeps progressing until it received exactly what
@@ -294,8 +295,6 @@ void Child::open()
 	memset(window_, 0, size_t(n) * o_.rma_size);
 	desc_ = fi_mr_desc(reg(pool_, pool, FI_SEND | FI_RECV | FI_READ | FI_WRITE));
 	win_desc_ = fi_mr_desc(reg(window_, size_t(n) * o_.rma_size, FI_REMOTE_READ | FI_REMOTE_WRITE));
-	if (!local_mr_)
-		desc_ = nullptr;
 
 	sends_.resize(size_t(n) * w);
 	recvs_.resize(size_t(n) * w);
@@ -406,7 +405,10 @@ void Child::post_rma(Op &op, Op::Kind kind)
 	fi_rma_iov riov{raddr_[size_t(p)] + uint64_t(rank_) * o_.rma_size, op.len, rkey_[size_t(p)]};
 	fi_msg_rma m{};
 	m.msg_iov = &iov;
-	m.desc = &desc_;
+	/* Without FI_MR_LOCAL every other operation goes without a descriptor: a provider
+	 * with device RDMA then takes its other path (the efa fabric emulates it). */
+	void *desc = local_mr_ || seq % 2 == 0 ? desc_ : nullptr;
+	m.desc = &desc;
 	m.iov_count = 1;
 	m.addr = addr_[size_t(p)];
 	m.rma_iov = &riov;
