@@ -8,6 +8,8 @@
  *   - fi_av_remove of A: both complete with FI_ECANCELED at S's next CQ read, a send to
  *     the removed fi_addr is -FI_EINVAL, and a message A sends afterwards arrives as
  *     from an unknown sender (FI_ADDR_NOTAVAIL), with fresh state (message id 0);
+ *   - A's endpoint replaced on its QP number by A' (new_endpoint_on_the_qpn_...): A''s
+ *     first packet fails them at once, and A' is a new peer;
  *   - A's endpoint closed: both fail with FI_EHOSTUNREACH within the probe interval x
  *     5/4 + EFASIM_TIMEOUT_MS (+ 1 s), and a new send to A fails at once with
  *     -FI_EHOSTUNREACH; after fi_av_remove, -FI_EINVAL.
@@ -242,5 +244,61 @@ Test(rdm_peer, dead_peer_fails_waiting_ops_within_bound)
 	cr_assert_eq(fi_tsend(s.ep, buf.data(), 8, nullptr, fa[1], 3, &ctx[2]), -FI_EINVAL);
 	close_ep(s);
 	close_ep(a);
+	close_env();
+}
+
+/* A new endpoint A' on A's QP number (EFASIM_MAX_QP=2: S and A take both) sends to S
+ * while S still has A, with operations waiting on it, in its AV: A' is a new peer, its
+ * message arrives (fresh state, unknown sender), and A's waiting operations fail at once
+ * (FI_EHOSTUNREACH): the device timeout (60 s) and probes (off) play no part. */
+Test(rdm_peer, new_endpoint_on_the_qpn_replaces_the_old)
+{
+	setenv("EFASIM_MAX_QP", "2", 1);
+	setenv("EFASIM_TIMEOUT_MS", "60000", 1);
+	setenv("FI_EFA_PEER_PROBE_INTERVAL", "0", 1);
+	open_env();
+	Ep s = open_ep(), a = open_ep();
+	fi_addr_t fa[2];
+	cr_assert_eq(fi_av_insert(g.av, s.addr, 1, &fa[0], 0, nullptr), 1);
+	cr_assert_eq(fi_av_insert(g.av, a.addr, 1, &fa[1], 0, nullptr), 1);
+	std::vector<uint8_t> buf(1 << 20, 0x5a);
+	fi_context2 ctx[4]{};
+	post_waiting(s, fa[1], buf, ctx);
+	close_ep(a);
+	Ep a2 = open_ep();
+	cr_assert_eq(memcmp(a2.addr, a.addr, 18), 0, "A' has A's GID and QP number");
+	cr_assert_neq(memcmp(a2.addr + 20, a.addr + 20, 4), 0, "A' has another QKEY");
+
+	std::vector<uint8_t> rx(4096);
+	cr_assert_eq(fi_trecv(s.ep, rx.data(), rx.size(), nullptr, FI_ADDR_UNSPEC, 0, ~0ull, &ctx[3]), 0);
+	cr_assert_eq(fi_tsend(a2.ep, buf.data(), 64, nullptr, fa[0], 4, &ctx[2]), 0);
+	const auto end = Clock::now() + std::chrono::seconds(5);
+	int failed = 0;
+	bool got = false;
+	while (failed < 2 || !got) {
+		cr_assert(Clock::now() < end, "after A' spoke: %d of 2 sends to A failed, message %s", failed,
+			  got ? "received" : "not received");
+		fi_cq_tagged_entry e;
+		fi_cq_read(a2.cq, &e, 1);
+		fi_addr_t src = 0;
+		ssize_t n = fi_cq_readfrom(s.cq, &e, 1, &src);
+		if (n == 1) {
+			cr_assert_eq(e.op_context, &ctx[3], "a completion of S other than its receive");
+			cr_assert_eq(e.len, 64u);
+			cr_assert_eq(src, FI_ADDR_NOTAVAIL, "A's message came from fi_addr %lu", (unsigned long)src);
+			got = true;
+		} else if (n == -FI_EAVAIL) {
+			fi_cq_err_entry err{};
+			cr_assert_eq(fi_cq_readerr(s.cq, &err, 0), 1);
+			cr_assert(err.op_context == &ctx[0] || err.op_context == &ctx[1]);
+			cr_assert_eq(err.err, FI_EHOSTUNREACH, "err %d (%s)", err.err, fi_strerror(err.err));
+			failed++;
+		} else {
+			cr_assert_eq(n, -FI_EAGAIN);
+		}
+	}
+	cr_assert_eq(fi_tsend(s.ep, buf.data(), 8, nullptr, fa[1], 3, &ctx[2]), -FI_EHOSTUNREACH);
+	close_ep(s);
+	close_ep(a2);
 	close_env();
 }

@@ -120,6 +120,7 @@ struct Peer : IListNode<Peer> {
 	bool probe_out = false;
 	bool waiting = false; /* scratch of probe_peers */
 	bool dead = false;
+	bool replaced = false; /* dead for good: a new endpoint has its QP number */
 	bool released = false;
 };
 
@@ -450,10 +451,12 @@ struct Ep : EpBase {
 	void peer_heard(Peer &p)
 	{
 		p.heard = true;
-		if (p.dead)
+		if (p.dead && !p.replaced)
 			peer_revived(p);
 	}
 	void peer_revived(Peer &p);
+	/* A packet from `p`'s QP number with another connection id `conn`. */
+	void peer_replaced(Peer &p, uint32_t conn);
 	/* The answer of an operation on a dead peer, with a log line. */
 	ssize_t dead_peer(const Peer &p) const;
 	void probe_peers(uint64_t now);

@@ -87,6 +87,21 @@ void Ep::peer_unresponsive(Peer &p, uint32_t status)
 	peer_failed(p, efa_status_to_fi(status), status);
 }
 
+void Ep::peer_replaced(Peer &p, uint32_t conn)
+{
+	if (p.replaced || p.released)
+		return;
+	p.replaced = true;
+	const bool was_dead = p.dead;
+	p.dead = true;
+	EFA_WARN(EpData, "%s (fi_addr %lu) was replaced: a new endpoint (connection id %#x) sends from its QP "
+		 "number. Operations waiting on the old one fail with FI_EHOSTUNREACH, new ones to its fi_addr "
+		 "with -FI_EHOSTUNREACH: remove it with fi_av_remove and insert the new endpoint's address",
+		 addr_to_string(p.raw).c_str(), (unsigned long)p.addr, conn);
+	if (!was_dead)
+		peer_failed(p, FI_EHOSTUNREACH, 0);
+}
+
 void Ep::peer_revived(Peer &p)
 {
 	p.dead = false;

@@ -110,6 +110,10 @@ Peer *Ep::known_peer(uint16_t ahn, uint32_t qpn, uint32_t conn)
 			adopt_pending();
 		return p;
 	}
+	/* Another connection id on a known QP: a new endpoint took the QP number, so the
+	 * one we knew there is gone (protocol.md section 12). */
+	if (it != by_src.end())
+		peer_replaced(*it->second, conn);
 	const fi_addr_t a = av->reverse_lookup(ahn, qpn);
 	if (a == FI_ADDR_NOTAVAIL)
 		return nullptr;
