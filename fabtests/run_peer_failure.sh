@@ -1,10 +1,11 @@
 #!/bin/sh
-# Peer failure on the efa fabric: fabtests/ft_peer_death with a survivor S and peers A,
-# B and A' (see the top of ft_peer_death.cpp), on the software device, once with the
-# default profile (device RMA, read-based long messages) and once with EFASIM_PROFILE=
-# no-rdma (emulated RMA, long-CTS only).
+# Peer failure: fabtests/ft_peer_death with a survivor S and peers A, B and A' (see the
+# top of ft_peer_death.cpp), on the software device: fabric efa with the default profile
+# (device RMA, read-based long messages) and with EFASIM_PROFILE=no-rdma (emulated RMA,
+# long-CTS only), and fabric efa-direct (device operations only).
 #
-#   fabtests/run_peer_failure.sh [PROFILE ...]      (default: "default no-rdma")
+#   fabtests/run_peer_failure.sh [FABRIC:PROFILE ...]
+#                    (default: "efa:default efa:no-rdma efa-direct:default")
 #
 # S prints lines this script acts on, read from a FIFO (no sleeps):
 #   PORT <n>   a control channel listens: the 1st starts A (-R 1), the 2nd B (-R 2), the
@@ -30,15 +31,16 @@ export EFASIM_PORT_BASE="${EFASIM_PORT_BASE:-44000}"
 export FI_EFA_PEER_PROBE_INTERVAL="${FI_EFA_PEER_PROBE_INTERVAL:-200}"
 export EFASIM_TIMEOUT_MS="${EFASIM_TIMEOUT_MS:-1000}"
 limit=${EFA_FT_PAIR_TIMEOUT:-120}
-args="-p efa -F efa -T 60"
-profiles=${*:-default no-rdma}
+runs=${*:-efa:default efa:no-rdma efa-direct:default}
 
 if command -v fi_info >/dev/null 2>&1 && ! fi_info -p efa -f efa -t FI_EP_RDM >/dev/null 2>&1; then
 	echo "SKIP: fi_info lists no efa fabric endpoint"
 	exit 77
 fi
 
-run_one() { # profile
+run_one() { # fabric profile
+	args="-p efa -F $1 -T 60"
+	shift
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/ft_peer.XXXXXX") || return 1
 	mkfifo "$dir/s.fifo" || return 1
 	# shellcheck disable=SC2086 # args is a word list
@@ -88,13 +90,14 @@ run_one() { # profile
 }
 
 fail=0
-for profile in $profiles; do
-	echo "=== ft_peer_death, EFASIM_PROFILE=$profile, FI_EFA_PEER_PROBE_INTERVAL=$FI_EFA_PEER_PROBE_INTERVAL," \
-		"EFASIM_TIMEOUT_MS=$EFASIM_TIMEOUT_MS"
-	if run_one "$profile"; then
-		echo "PASS: ft_peer_death ($profile)"
+for run in $runs; do
+	fabric=${run%%:*} profile=${run#*:}
+	echo "=== ft_peer_death, fabric $fabric, EFASIM_PROFILE=$profile," \
+		"FI_EFA_PEER_PROBE_INTERVAL=$FI_EFA_PEER_PROBE_INTERVAL, EFASIM_TIMEOUT_MS=$EFASIM_TIMEOUT_MS"
+	if run_one "$fabric" "$profile"; then
+		echo "PASS: ft_peer_death ($fabric, $profile)"
 	else
-		echo "FAIL: ft_peer_death ($profile)"
+		echo "FAIL: ft_peer_death ($fabric, $profile)"
 		fail=1
 	fi
 done
