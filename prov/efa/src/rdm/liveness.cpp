@@ -105,6 +105,7 @@ void Ep::peer_replaced(Peer &p, uint32_t conn)
 void Ep::peer_revived(Peer &p)
 {
 	p.dead = false;
+	p.hs_sent = false; /* one dropped while it was dead: the next packet to it resends it */
 	EFA_INFO(EpData, "%s (fi_addr %lu) is heard from again: operations to it are accepted",
 		 addr_to_string(p.raw).c_str(), (unsigned long)p.addr);
 }
