@@ -53,6 +53,9 @@ public:
 	void notify(const char *step);
 	/* The other end: wait until the peer notifies `step`. */
 	void await(const char *step);
+	/* Waits until the peer's end closes (it exited or was killed); fails if it sends
+	 * anything instead. Bounded like every wait. */
+	void await_close();
 
 	/* Sends this endpoint's name, inserts the peer's; returns the peer's fi_addr_t. Any
 	 * endpoint type with name() (ft::Endpoint, ft::rdm::Endpoint). */

@@ -135,6 +135,22 @@ void Oob::recv(void *buf, size_t len)
 	}
 }
 
+void Oob::await_close()
+{
+	uint8_t b;
+	for (;;) {
+		wait_readable(fd_, "waiting for the peer to exit");
+		ssize_t n = ::recv(fd_, &b, 1, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0 || (n < 0 && errno == ECONNRESET))
+			return;
+		if (n < 0)
+			FT_FAIL("control channel recv: %s", strerror(errno));
+		FT_FAIL("the peer sent data while it was expected to exit");
+	}
+}
+
 void Oob::send_blob(const std::vector<uint8_t> &blob)
 {
 	put(uint32_t(blob.size()));

@@ -140,6 +140,7 @@ Config load()
 	get_int("EFASIM_DEVICES", 1, 16, c.num_devices, err);
 	get_int("EFASIM_PORT_BASE", 1024, 65535, c.port_base, err);
 	get_int("EFASIM_MAX_QP", 1, 2047, c.max_qp, err);
+	get_int("EFASIM_FIRST_QPN", 0, 2047, c.first_qpn, err);
 	get_int("EFASIM_MTU", 256, 9000, c.mtu, err);
 	get_int("EFASIM_SEGMENT", 1024, 65000, c.segment, err);
 	get_int("EFASIM_MAX_RDMA_SIZE", 4096, 1u << 30, c.max_rdma_size, err);

@@ -308,7 +308,11 @@ int open_socket(Runtime *rt, uint32_t &qpn_out)
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
 	/* Start at a varying QPN so that a new process rarely reuses a recent one. */
 	static std::atomic<uint32_t> spread{uint32_t(getpid()) * 2654435761u};
-	const uint32_t start = spread.fetch_add(7919) % c.max_qp;
+	uint32_t start = spread.fetch_add(7919) % c.max_qp;
+	/* A test that restarts a process on a dead one's QPN asks for it (EFASIM_FIRST_QPN). */
+	static std::atomic<bool> first{true};
+	if (c.first_qpn && c.first_qpn <= c.max_qp && first.exchange(false))
+		start = c.first_qpn - 1;
 	for (uint32_t i = 0; i < c.max_qp; i++) {
 		const uint32_t qpn = 1 + (start + i) % c.max_qp;
 		sockaddr_in sa{};

@@ -161,6 +161,9 @@ int av_remove(fid_av *f, fi_addr_t *fi_addr, size_t count, uint64_t flags)
 			av->reverse.erase(it);
 		av->dom->put_ah(e.ah);
 		e.ah = nullptr;
+		/* Endpoints of the efa fabric release their state of the peer at their next
+		 * progress or operation (rdm/liveness.cpp). */
+		av->removed.fetch_add(1, std::memory_order_release);
 	}
 	return ret;
 }

@@ -40,6 +40,7 @@ struct Av {
 	std::mutex lock;
 	std::array<std::atomic<AvEntry *>, kMaxChunks> chunks{};
 	std::atomic<size_t> count{0}; /* entries ever inserted */
+	std::atomic<size_t> removed{0}; /* entries ever removed (endpoints release their peers) */
 	std::unordered_map<uint64_t, fi_addr_t> reverse; /* (ahn << 32 | qpn) -> fi_addr */
 
 	/* The valid entry `a`, or null. Lock-free. */

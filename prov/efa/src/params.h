@@ -44,7 +44,11 @@ struct fi_provider;
 	X(timeout_interval, "timeout_interval", SIZE, "0",                                                    \
 	  "efa fabric: first backoff after a receiver-not-ready, in microseconds (0: random 40-120)")       \
 	X(max_timeout, "max_timeout", SIZE, "1000000",                                                        \
-	  "efa fabric: longest backoff after repeated receiver-not-ready, in microseconds")
+	  "efa fabric: longest backoff after repeated receiver-not-ready, in microseconds")                \
+	X(peer_probe_interval, "peer_probe_interval", SIZE, "1000",                                           \
+	  "efa fabric: milliseconds an operation waits on a silent peer before the provider probes it; "   \
+	  "a peer whose device then stops answering is declared unresponsive and everything waiting on "    \
+	  "it fails (0: never probe)")
 
 namespace efa {
 

@@ -60,6 +60,7 @@ Pkt *PktPool::get()
 	p->len = 0;
 	p->rnr_tries = 0;
 	p->queued = false;
+	p->probe = false;
 	p->peer = nullptr;
 	p->op = nullptr;
 	p->msg = nullptr;
@@ -80,11 +81,15 @@ uint32_t Hook::qpn() const { return ep_->qp.qpn(); }
 void Hook::on_wc(const verbs::Wc &wc, Cq &)
 {
 	std::lock_guard<std::mutex> g(ep_->lock);
+	ep_->sync_removed();
 	Pkt *pkt = reinterpret_cast<Pkt *>(wc.wr_id);
-	if (wc.is_recv())
+	if (wc.is_recv()) {
 		ep_->rx_done(pkt, wc);
-	else
+	} else {
+		Peer *p = pkt->peer; /* outlives the work request (Ep::unpost) */
 		ep_->tx_done(pkt, wc);
+		ep_->unpost(p);
+	}
 }
 
 void Hook::on_progress(Cq &cq)
@@ -325,6 +330,7 @@ int Ep::enable()
 		min_multi_recv = mtu - sizeof(EagerHdr);
 	backoff_first_us = uint32_t(prm.timeout_interval);
 	backoff_max_us = uint32_t(std::max<size_t>(prm.max_timeout, 40));
+	probe_ns = uint64_t(prm.peer_probe_interval) * 1000000;
 	features = uint64_t(kFeatDeliveryComplete);
 	if (dev.rdma_read())
 		features |= kFeatRdmaRead;

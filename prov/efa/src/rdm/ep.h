@@ -46,6 +46,12 @@ struct Peer;
 struct TxOp;
 struct MsgRx;
 
+/* A message's place on its sender's list (Peer::msgs), apart from the list MsgRx itself
+ * is on (unexpected or rx_pending). */
+struct MsgLink : IListNode<MsgLink> {
+	MsgRx *m = nullptr;
+};
+
 struct Pkt : IListNode<Pkt>, ReorderLink<Pkt> {
 	enum class Kind : uint8_t { Rx, Tx, Copy };
 	uint8_t *buf = nullptr;
@@ -55,6 +61,7 @@ struct Pkt : IListNode<Pkt>, ReorderLink<Pkt> {
 	Kind kind = Kind::Tx;
 	uint8_t rnr_tries = 0;
 	bool queued = false; /* tx: waiting on its peer's queue (RNR) */
+	bool probe = false;  /* tx: a liveness probe (a HANDSHAKE) */
 	Peer *peer = nullptr; /* tx: destination; copy: sender */
 	TxOp *op = nullptr;   /* tx: the operation it carries data of (null: control) */
 	MsgRx *msg = nullptr; /* tx: the message an RDMA read (LONGREAD) fetches for */
@@ -100,7 +107,21 @@ struct Peer : IListNode<Peer> {
 	IList<Pkt> queued;
 	uint64_t backoff_until = 0;
 	uint32_t backoff_us = 0;
-	bool unreachable = false;
+	/* Liveness (docs/design.md, "Peer failure"). Messages from it not finished yet;
+	 * whether it was heard from (a packet, or the device's ack of ours) since the last
+	 * look of probe_peers, and since when it has been silent at those looks; a probe on
+	 * its way; declared unresponsive by the device (new work fails fast until it is
+	 * heard from again); removed from the AV (kept only while the device holds
+	 * `posted` work requests to it). */
+	IList<MsgLink> msgs;
+	uint64_t silent_since = 0;
+	uint32_t posted = 0;
+	bool heard = false;
+	bool probe_out = false;
+	bool waiting = false; /* scratch of probe_peers */
+	bool dead = false;
+	bool replaced = false; /* dead for good: a new endpoint has its QP number */
+	bool released = false;
 };
 
 enum class TxKind : uint8_t { Msg, Tagged, Write, Read, Atomic };
@@ -203,6 +224,8 @@ struct MsgRx : IListNode<MsgRx> {
 	bool owes_reads = false;
 	bool owes_eor = false;
 	int err = 0;
+	uint32_t prov_errno = 0;
+	MsgLink plink; /* on peer->msgs until finished */
 };
 
 class Hook : public CqUser {
@@ -305,6 +328,8 @@ struct Ep : EpBase {
 	size_t min_multi_recv = 0;
 	uint32_t backoff_first_us = 0;
 	uint32_t backoff_max_us = 0;
+	uint64_t probe_ns = 0; /* FI_EFA_PEER_PROBE_INTERVAL; 0: no probes */
+	uint64_t next_probe_check = 0;
 
 	/* Buffers and entries. */
 	PktPool tx_pkts, rx_pkts;
@@ -324,6 +349,8 @@ struct Ep : EpBase {
 	std::unordered_map<uint64_t, Peer *> by_src;
 	size_t av_seen = 0; /* av->count when implicit peers were last matched to the AV */
 	IList<Peer> busy; /* peers with queued packets */
+	size_t av_removed_seen = 0; /* av->removed when removed entries were last released */
+	std::vector<std::unique_ptr<Peer>> retired; /* removed, with work still on the device */
 
 	Matcher<RxOp, MsgRx> match;
 	std::unordered_map<void *, MsgRx *> claimed; /* FI_CLAIM, by context */
@@ -410,6 +437,33 @@ struct Ep : EpBase {
 	/* Adopts implicit peers inserted into the AV since the last look (cheap when none). */
 	void adopt_pending();
 	void release_peers();
+
+	/* rdm/liveness.cpp: peer failure, probes, fi_av_remove (docs/design.md). */
+	/* Releases the peers of entries removed from the AV since the last look (cheap
+	 * when none). */
+	void sync_removed() { if (av->removed.load(std::memory_order_acquire) != av_removed_seen) release_removed(); }
+	void release_removed();
+	/* Ends every operation waiting on `p` with err (positive FI_E*) and status. */
+	void peer_failed(Peer &p, int err, uint32_t status);
+	/* The device says `p` is gone: fail its work, mark it dead. */
+	void peer_unresponsive(Peer &p, uint32_t status);
+	/* A packet or an ack came from `p`. */
+	void peer_heard(Peer &p)
+	{
+		p.heard = true;
+		if (p.dead && !p.replaced)
+			peer_revived(p);
+	}
+	void peer_revived(Peer &p);
+	/* A packet from `p`'s QP number with another connection id `conn`. */
+	void peer_replaced(Peer &p, uint32_t conn);
+	/* The answer of an operation on a dead peer, with a log line. */
+	ssize_t dead_peer(const Peer &p) const;
+	void probe_peers(uint64_t now);
+	bool send_probe(Peer &p);
+	/* A work request to the peer of `pkt` came back from the device. */
+	void unpost(Peer *p);
+	void link_msg(Peer &p, MsgRx &m) { m.plink.m = &m; p.msgs.push_back(&m.plink); }
 	bool send_handshake(Peer &p);
 	void handle_handshake(Peer &p, const Parsed &pk);
 	void progress();
@@ -430,6 +484,9 @@ struct Ep : EpBase {
 	void report_error(Cq *cq, void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &text,
 			  uint64_t len = 0, uint64_t olen = 0, void *buf = nullptr, uint64_t data = 0, uint64_t tag = 0);
 };
+
+/* The key of Ep::by_src: the (AHN, QPN) a completion names. */
+inline uint64_t src_key(uint16_t ahn, uint32_t qpn) { return uint64_t(ahn) << 32 | qpn; }
 
 int ep_open(fid_domain *domain, fi_info *info, fid_ep **ep, void *context);
 /* fi_query_atomic on an efa fabric domain. */

@@ -152,6 +152,7 @@ void Ep::longread_pump(MsgRx &m)
 			break;
 		}
 		sq_used++;
+		m.peer->posted++;
 		m.rd_posted += n;
 	}
 	if (m.err && m.rd_done == m.rd_posted) {

@@ -12,12 +12,6 @@
 
 namespace efa::rdm {
 
-namespace {
-
-uint64_t src_key(uint16_t ahn, uint32_t qpn) { return uint64_t(ahn) << 32 | qpn; }
-
-} // namespace
-
 uint64_t Ep::now_ns() const
 {
 	return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -57,6 +51,7 @@ std::unique_ptr<Peer> make_peer(Domain::AhRef *ah, const RawAddr &raw, fi_addr_t
 
 Peer *Ep::peer_for_addr(fi_addr_t addr)
 {
+	sync_removed();
 	const AvEntry *e = av->lookup(addr); /* null once removed */
 	if (!e)
 		return nullptr;
@@ -75,6 +70,7 @@ Peer *Ep::peer_for_addr(fi_addr_t addr)
 	}
 	auto p = make_peer(ah, e->addr, addr, rx_window);
 	Peer *raw = p.get();
+	raw->silent_since = now_ns(); /* a full probe interval before the first probe */
 	if (addr >= by_addr.size())
 		by_addr.resize(addr + 1);
 	by_addr[addr] = std::move(p);
@@ -114,6 +110,10 @@ Peer *Ep::known_peer(uint16_t ahn, uint32_t qpn, uint32_t conn)
 			adopt_pending();
 		return p;
 	}
+	/* Another connection id on a known QP: a new endpoint took the QP number, so the
+	 * one we knew there is gone (protocol.md section 12). */
+	if (it != by_src.end())
+		peer_replaced(*it->second, conn);
 	const fi_addr_t a = av->reverse_lookup(ahn, qpn);
 	if (a == FI_ADDR_NOTAVAIL)
 		return nullptr;
@@ -193,8 +193,11 @@ void Ep::release_peers()
 		drop(p);
 	for (auto &p : implicit)
 		drop(p);
+	for (auto &p : retired)
+		drop(p);
 	by_addr.clear();
 	implicit.clear();
+	retired.clear();
 	by_src.clear();
 }
 
@@ -247,11 +250,22 @@ Pkt *Ep::tx_pkt(Peer &p, TxOp *op)
 int Ep::post(Pkt *pkt)
 {
 	Peer &p = *pkt->peer;
+	if ((p.dead && !pkt->probe) || p.released) {
+		/* Control packets owed to a peer that is gone (a CTS, an EOR, a RECEIPT): nobody
+		 * waits for them. An operation's packet fails it. */
+		if (pkt->op) {
+			pkt->op->inflight--;
+			fail_tx(pkt->op, p.released ? FI_ECANCELED : FI_EHOSTUNREACH, 0);
+		}
+		tx_pkts.put(pkt);
+		return -FI_EHOSTUNREACH;
+	}
 	if (!held_back(p)) {
 		const ibv_sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->len, pkt->lkey};
 		const int r = qp.send(reinterpret_cast<uint64_t>(pkt), p.dest, {&sge, 1}, 0, 0);
 		if (!r) {
 			sq_used++;
+			p.posted++;
 			return 0;
 		}
 		if (r != -ENOMEM) {
@@ -298,6 +312,15 @@ void Ep::progress()
 {
 	if (!enabled)
 		return;
+	sync_removed();
+	/* No clock read while nothing waits (an idle endpoint polling its CQ). */
+	if (probe_ns && (txops.in_use() || msgs.in_use())) {
+		const uint64_t now = now_ns();
+		if (now >= next_probe_check) {
+			next_probe_check = now + probe_ns / 4;
+			probe_peers(now);
+		}
+	}
 	if (!busy.empty()) {
 		const uint64_t now = now_ns();
 		for (Peer *p = busy.front(); p;) {
@@ -312,6 +335,7 @@ void Ep::progress()
 					p->queued.unlink(pkt);
 					pkt->queued = false;
 					sq_used++;
+					p->posted++;
 				}
 			}
 			if (p->queued.empty() && !p->hs_owed)

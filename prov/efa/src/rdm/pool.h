@@ -92,6 +92,14 @@ public:
 		return s.obj && uint32_t(s.gen) == id >> kIdxBits ? s.obj : nullptr;
 	}
 
+	/* Calls f(obj) for each live object; f may remove ids (not add). */
+	template <typename F> void for_each(F &&f)
+	{
+		for (size_t i = 0; i < slots_.size(); i++)
+			if (T *t = slots_[i].obj)
+				f(t);
+	}
+
 	void remove(uint32_t id)
 	{
 		const uint32_t idx = id & kIdxMask;

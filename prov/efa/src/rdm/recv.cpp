@@ -6,6 +6,7 @@
  */
 #include "rdm/ep.h"
 
+#include "efa_errno.h"
 #include "info.h"
 #include "log.h"
 
@@ -163,6 +164,7 @@ void Ep::start_msg(Peer &p, Pkt *pkt, const Parsed &pk)
 		return; /* an abandoned message: its id is consumed, nothing is delivered */
 	MsgRx *m = msgs.get();
 	m->peer = &p;
+	link_msg(p, *m);
 	m->src = p.addr;
 	m->type = pk.type;
 	m->tagged = is_tagged(pk.type);
@@ -376,21 +378,30 @@ void Ep::finish_msg(MsgRx *m)
 		m->peer->active.erase(m->msg_id);
 	if (m->on_list())
 		rx_pending.unlink(m);
+	if (m->plink.on_list())
+		m->peer->msgs.unlink(&m->plink);
 	msgs.put(m);
 }
 
 void Ep::complete_rx(MsgRx &m)
 {
 	if (m.err) {
-		/* A read-based message whose reads failed. */
+		/* A read-based message whose reads failed, or a message whose sender failed or
+		 * was removed from the AV before it was whole (liveness.cpp). */
 		char text[kMaxErrData];
-		snprintf(text, sizeof text, "reading a message of %lu bytes from %s failed: %s",
-			 (unsigned long)m.msg_len, addr_to_string(m.peer->raw).c_str(), fi_strerror(m.err));
+		snprintf(text, sizeof text, "a message of %lu bytes from %s failed after %lu bytes: %s",
+			 (unsigned long)m.msg_len, addr_to_string(m.peer->raw).c_str(), (unsigned long)m.received,
+			 m.prov_errno ? efa_status_msg(m.prov_errno) : fi_strerror(m.err));
+		if (m.type == PktType::WriteReq) {
+			count(kCntrRemoteWrite, false);
+			return;
+		}
 		count(kCntrRecv, false);
 		if (m.rx && --m.rx->msgs == 0 && m.rx->released)
 			rxops.put(m.rx);
 		if (m.context)
-			report_error(rx_cq, m.context, rx_flags(m), m.err, 0, text, 0, 0, nullptr, m.data, m.tag);
+			report_error(rx_cq, m.context, rx_flags(m), m.err, m.prov_errno, text, 0, 0, nullptr, m.data,
+				     m.tag);
 		return;
 	}
 	if (m.type == PktType::WriteReq) {

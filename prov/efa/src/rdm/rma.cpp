@@ -79,6 +79,7 @@ void Ep::post_device_rma(TxOp &op, bool write)
 			break;
 		}
 		sq_used++;
+		op.peer->posted++;
 		off += n;
 	} while (off < op.len);
 	op.sent = op.len;
@@ -107,6 +108,8 @@ ssize_t Ep::rma(const RmaArgs &a)
 		Av::warn_unknown(a.dest);
 		return -FI_EINVAL;
 	}
+	if (p->dead)
+		return dead_peer(*p);
 	if (held_back(*p))
 		return -FI_EAGAIN;
 	TxOp *op = txops.get();
@@ -238,6 +241,8 @@ ssize_t Ep::atomic(const AtomicArgs &a)
 		Av::warn_unknown(a.dest);
 		return -FI_EINVAL;
 	}
+	if (p->dead)
+		return dead_peer(*p);
 	if (held_back(*p))
 		return -FI_EAGAIN;
 	if (tx_pkts.avail() < (p->hs_sent ? 1u : 2u))

@@ -77,6 +77,7 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 	}
 	Peer *p = peer_from_wc(wc, pk);
 	if (p) {
+		peer_heard(*p);
 		pkt->peer = p;
 		if (!p->hs_sent)
 			send_handshake(*p);

@@ -46,6 +46,7 @@ void Ep::handle_write_req(Peer &p, const Parsed &pk)
 	/* A write is one operation, however many packets carry it. */
 	MsgRx *m = msgs.get();
 	m->peer = &p;
+	link_msg(p, *m);
 	m->src = p.addr;
 	m->type = PktType::WriteReq;
 	m->msg_len = h.msg_len;

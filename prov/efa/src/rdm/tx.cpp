@@ -86,6 +86,8 @@ ssize_t Ep::send(const SendArgs &a)
 		Av::warn_unknown(a.dest);
 		return -FI_EINVAL;
 	}
+	if (p->dead)
+		return dead_peer(*p);
 	if (held_back(*p))
 		return -FI_EAGAIN;
 
@@ -268,14 +270,26 @@ void Ep::handle_receipt(Peer &p, const Parsed &pk)
 void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 {
 	sq_used--;
+	Peer *p = pkt->peer;
+	const uint32_t status = wc.status == IBV_WC_SUCCESS ? 0 : wc.vendor_err;
+	/* The device gave up on the peer: everything waiting on it fails (liveness.cpp). */
+	const bool gone = status == uint32_t(EfaStatus::LOCAL_ERROR_UNRESP_REMOTE) ||
+			  status == uint32_t(EfaStatus::LOCAL_ERROR_UNREACH_REMOTE) ||
+			  status == uint32_t(EfaStatus::REMOTE_ERROR_BAD_DEST_QPN);
 	if (pkt->msg) {
+		if (!status)
+			peer_heard(*p);
 		longread_read_done(pkt, wc);
+		if (gone)
+			peer_unresponsive(*p, status);
 		return;
 	}
-	Peer *p = pkt->peer;
+	if (pkt->probe)
+		p->probe_out = false;
 	TxOp *op = pkt->op;
 	if (wc.status == IBV_WC_SUCCESS) {
 		p->backoff_us = 0;
+		peer_heard(*p); /* acknowledged by its device */
 		tx_pkts.put(pkt);
 		if (op) {
 			op->inflight--;
@@ -283,8 +297,7 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 		}
 		return;
 	}
-	const uint32_t status = wc.vendor_err;
-	if (status == uint32_t(EfaStatus::REMOTE_ERROR_RNR)) {
+	if (status == uint32_t(EfaStatus::REMOTE_ERROR_RNR) && !p->dead && !p->released) {
 		const PktType type = PktType(pkt->buf[0]);
 		const bool first = is_req(type) && (type != PktType::MediumMsg && type != PktType::MediumTag);
 		if (rm_enabled || !op || !first) {
@@ -309,18 +322,16 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 		on_rnr(pkt);
 		return;
 	}
-	if (status == uint32_t(EfaStatus::LOCAL_ERROR_UNRESP_REMOTE) ||
-	    status == uint32_t(EfaStatus::LOCAL_ERROR_UNREACH_REMOTE) ||
-	    status == uint32_t(EfaStatus::REMOTE_ERROR_BAD_DEST_QPN))
-		p->unreachable = true;
 	if (op) {
 		op->inflight--;
-		fail_tx(op, efa_status_to_fi(status), status);
-	} else if (PktType(pkt->buf[0]) != PktType::Handshake) {
+		fail_tx(op, p->released ? FI_ECANCELED : efa_status_to_fi(status), status);
+	} else if (PktType(pkt->buf[0]) != PktType::Handshake && !gone && !p->released) {
 		EFA_WARN(EpData, "a %s packet to %s failed: %s", pkt_type_name(PktType(pkt->buf[0])),
 			 addr_to_string(p->raw).c_str(), efa_status_msg(status));
 	}
 	tx_pkts.put(pkt);
+	if (gone)
+		peer_unresponsive(*p, status);
 }
 
 void Ep::fail_tx(TxOp *op, int err, uint32_t prov_errno)

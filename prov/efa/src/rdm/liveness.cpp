@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Peer failure (docs/design.md, "Peer failure"; docs/protocol.md section 4.1).
+ *
+ * The device tells when a peer is gone: a work request to it completes with
+ * UNRESP_REMOTE / UNREACH_REMOTE / BAD_DEST_QPN. An operation that waits for the peer's
+ * answer (a CTS, an EOR, a RECEIPT, a read or atomic response, the rest of a message)
+ * has nothing on the device, so nothing would ever tell it: progress probes every peer
+ * with such an operation that has been silent for FI_EFA_PEER_PROBE_INTERVAL, with a
+ * HANDSHAKE, and the device's verdict on the probe decides. Then everything waiting on
+ * the peer fails, and new operations to it fail fast (-FI_EHOSTUNREACH) until it is heard
+ * from again or removed from the AV.
+ *
+ * fi_av_remove releases the peer: its pending operations fail with FI_ECANCELED, its
+ * messages not yet received are dropped, and the Peer is freed once the device has no
+ * work request to it left (Peer::posted). Later packets from the address find no peer.
+ *
+ * Invariants: a Peer is freed only with posted == 0 and msgs empty; an operation or
+ * message is failed once (fail_tx keeps the first error).
+ */
+#include "rdm/ep.h"
+
+#include "efa_errno.h"
+#include "log.h"
+
+#include <algorithm>
+
+namespace efa::rdm {
+
+namespace {
+
+bool is_medium(PktType t) { return t == PktType::MediumMsg || t == PktType::MediumTag; }
+bool is_eager(PktType t) { return t == PktType::EagerMsg || t == PktType::EagerTag; }
+
+} // namespace
+
+void Ep::unpost(Peer *p)
+{
+	p->posted--;
+	if (!p->released || p->posted || !p->msgs.empty())
+		return;
+	for (auto it = retired.begin(); it != retired.end(); ++it) {
+		if (it->get() != p)
+			continue;
+		p->rob.clear([this](Pkt *c) { free_copy(c); });
+		dom->put_ah(p->ah);
+		retired.erase(it);
+		return;
+	}
+}
+
+void Ep::release_removed()
+{
+	av_removed_seen = av->removed.load(std::memory_order_acquire);
+	for (fi_addr_t a = 0; a < by_addr.size(); a++) {
+		if (!by_addr[a] || av->lookup(a))
+			continue;
+		std::unique_ptr<Peer> up = std::move(by_addr[a]);
+		Peer &p = *up;
+		EFA_INFO(EpCtrl, "fi_addr %lu (%s) was removed from the AV: its pending operations complete with "
+			 "FI_ECANCELED, its unreceived messages are dropped",
+			 (unsigned long)a, addr_to_string(p.raw).c_str());
+		p.released = true;
+		peer_failed(p, FI_ECANCELED, 0);
+		auto it = by_src.find(src_key(p.ah->ah.ahn(), p.raw.qpn));
+		if (it != by_src.end() && it->second == &p)
+			by_src.erase(it);
+		if (p.posted || !p.msgs.empty()) {
+			retired.push_back(std::move(up)); /* freed by unpost */
+		} else {
+			p.rob.clear([this](Pkt *c) { free_copy(c); });
+			dom->put_ah(p.ah);
+		}
+	}
+}
+
+void Ep::peer_unresponsive(Peer &p, uint32_t status)
+{
+	if (p.dead || p.released)
+		return; /* failed already; nothing new waits on it since */
+	p.dead = true;
+	EFA_WARN(EpData, "%s (fi_addr %lu) is gone: %s. Its pending operations fail with %s; new ones fail with "
+		 "-FI_EHOSTUNREACH until it is heard from again. Remove it with fi_av_remove if it will not come "
+		 "back",
+		 addr_to_string(p.raw).c_str(), (unsigned long)p.addr, efa_status_msg(status),
+		 fi_strerror(efa_status_to_fi(status)));
+	peer_failed(p, efa_status_to_fi(status), status);
+}
+
+void Ep::peer_replaced(Peer &p, uint32_t conn)
+{
+	if (p.replaced || p.released)
+		return;
+	p.replaced = true;
+	const bool was_dead = p.dead;
+	p.dead = true;
+	EFA_WARN(EpData, "%s (fi_addr %lu) was replaced: a new endpoint (connection id %#x) sends from its QP "
+		 "number. Operations waiting on the old one fail with FI_EHOSTUNREACH, new ones to its fi_addr "
+		 "with -FI_EHOSTUNREACH: remove it with fi_av_remove and insert the new endpoint's address",
+		 addr_to_string(p.raw).c_str(), (unsigned long)p.addr, conn);
+	if (!was_dead)
+		peer_failed(p, FI_EHOSTUNREACH, 0);
+}
+
+void Ep::peer_revived(Peer &p)
+{
+	p.dead = false;
+	p.hs_sent = false; /* one dropped while it was dead: the next packet to it resends it */
+	EFA_INFO(EpData, "%s (fi_addr %lu) is heard from again: operations to it are accepted",
+		 addr_to_string(p.raw).c_str(), (unsigned long)p.addr);
+}
+
+ssize_t Ep::dead_peer(const Peer &p) const
+{
+	EFA_DBG(EpData, "%s (fi_addr %lu) was declared unresponsive: -FI_EHOSTUNREACH (fi_av_remove it, or wait "
+		"for it to be heard from)",
+		addr_to_string(p.raw).c_str(), (unsigned long)p.addr);
+	return -FI_EHOSTUNREACH;
+}
+
+void Ep::peer_failed(Peer &p, int err, uint32_t status)
+{
+	/* Packets held back by RNR never reach the device now. */
+	while (Pkt *pkt = p.queued.pop_front()) {
+		pkt->queued = false;
+		if (pkt->probe)
+			p.probe_out = false;
+		TxOp *op = pkt->op;
+		tx_pkts.put(pkt);
+		if (op) {
+			op->inflight--;
+			fail_tx(op, err, status);
+		}
+	}
+	p.hs_owed = false;
+	p.backoff_until = 0;
+	p.backoff_us = 0;
+	if (p.on_list())
+		busy.unlink(&p);
+
+	/* Operations waiting for an answer of the peer; one with work on the device ends
+	 * when that comes back (the device fails it too). */
+	std::vector<TxOp *> ops;
+	tx_ids.for_each([&](TxOp *op) {
+		if (op->peer == &p)
+			ops.push_back(op);
+	});
+	for (auto &kv : p.receipts)
+		ops.push_back(kv.second);
+	p.receipts.clear();
+	for (TxOp *op = tx_pending.front(); op; op = IList<TxOp>::next(op))
+		if (op->peer == &p)
+			ops.push_back(op);
+	std::sort(ops.begin(), ops.end());
+	ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
+	for (TxOp *op : ops) {
+		op->window = 0;
+		fail_tx(op, err, status);
+	}
+	ctl_pending.erase(std::remove_if(ctl_pending.begin(), ctl_pending.end(),
+					 [&](const Ctl &c) { return c.peer == &p; }),
+			  ctl_pending.end());
+
+	/* Messages from the peer. A whole one not yet received stays for the application,
+	 * unless the peer was removed; the rest can never finish. */
+	for (MsgLink *l = p.msgs.front(); l;) {
+		MsgLink *next = IList<MsgLink>::next(l);
+		MsgRx &m = *l->m;
+		l = next;
+		if (!m.bound) {
+			bool whole = is_eager(m.type);
+			if (is_medium(m.type)) {
+				uint64_t got = 0;
+				for (Pkt *c = m.held.front(); c; c = IList<Pkt>::next(c)) {
+					Parsed pk;
+					if (parse(c->buf, c->len, pk) == ParseError::None)
+						got += pk.payload_len;
+				}
+				whole = got >= m.msg_len;
+			}
+			if (whole && !p.released)
+				continue;
+			if (m.claimed) {
+				for (auto it = claimed.begin(); it != claimed.end(); ++it)
+					if (it->second == &m) {
+						claimed.erase(it);
+						break;
+					}
+			} else if (m.on_list()) {
+				match.remove_unexpected(m.tagged, &m);
+			}
+			while (Pkt *c = m.held.pop_front())
+				free_copy(c);
+			if (m.has_id)
+				rx_ids.remove(m.id);
+			if (is_medium(m.type))
+				p.active.erase(m.msg_id);
+			p.msgs.unlink(&m.plink);
+			EFA_DBG(EpData, "an unreceived message of %lu bytes from %s is dropped", (unsigned long)m.msg_len,
+				addr_to_string(p.raw).c_str());
+			msgs.put(&m);
+			continue;
+		}
+		if (m.rd_posted > m.rd_done) {
+			/* RDMA reads on the device: the last one to come back finishes it. */
+			if (!m.err) {
+				m.err = err;
+				m.prov_errno = status;
+			}
+			continue;
+		}
+		const bool read_based = m.type == PktType::LongReadMsg || m.type == PktType::LongReadTag;
+		const bool whole = read_based ? m.rd_posted && m.rd_done == m.rd_posted && !m.owes_reads
+					      : m.received >= m.msg_len;
+		if (!whole && !m.err) {
+			m.err = err;
+			m.prov_errno = status;
+		}
+		m.dc = false; /* nobody to send a RECEIPT or EOR to */
+		m.owes_cts = m.owes_receipt = m.owes_reads = m.owes_eor = false;
+		if (m.on_list())
+			rx_pending.unlink(&m);
+		finish_msg(&m);
+	}
+}
+
+/* ------------------------------------------------------------------ probes */
+
+void Ep::probe_peers(uint64_t now)
+{
+	tx_ids.for_each([](TxOp *op) {
+		if (!op->err && !op->responder)
+			op->peer->waiting = true;
+	});
+	auto look = [&](Peer *p) {
+		if (!p)
+			return;
+		if (p->heard) {
+			p->heard = false;
+			p->silent_since = now;
+		}
+		const bool waits = p->waiting || !p->receipts.empty() || !p->msgs.empty();
+		p->waiting = false;
+		if (!waits || p->dead || p->released || p->probe_out || now - p->silent_since < probe_ns)
+			return;
+		send_probe(*p);
+	};
+	for (auto &p : by_addr)
+		look(p.get());
+	for (auto &p : implicit)
+		look(p.get());
+}
+
+bool Ep::send_probe(Peer &p)
+{
+	Pkt *pkt = tx_pkt(p, nullptr);
+	if (!pkt)
+		return false; /* the next check tries again */
+	/* A HANDSHAKE: every peer accepts it at any time, and it changes nothing there
+	 * (protocol.md section 4.1). Its completion is the device's verdict. */
+	PktWriter w(pkt->buf, pkt->cap);
+	HandshakeHdr *h = w.header<HandshakeHdr>(PktType::Handshake, qkey, kFlagRawAddr);
+	h->features = features;
+	h->max_payload = uint32_t(mtu);
+	h->rx_window = rx_window;
+	w.raw_addr(self_addr());
+	pkt->len = uint32_t(w.size());
+	pkt->probe = true;
+	p.probe_out = true;
+	EFA_DBG(EpData, "%s is silent with operations waiting on it: probing", addr_to_string(p.raw).c_str());
+	post(pkt);
+	return true;
+}
+
+} // namespace efa::rdm

@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Peer failure and fi_av_remove on the efa fabric (rdm/liveness.cpp), in one process
+ * through the public API on the software device: two endpoints S and A on one AV; A
+ * never reads its CQ (FI_PROGRESS_MANUAL), so S's long-CTS send (waits for a CTS) and
+ * delivery-complete send (waits for a RECEIPT) can only end by what is tested:
+ *
+ *   - fi_av_remove of A: both complete with FI_ECANCELED at S's next CQ read, a send to
+ *     the removed fi_addr is -FI_EINVAL, and a message A sends afterwards arrives as
+ *     from an unknown sender (FI_ADDR_NOTAVAIL), with fresh state (message id 0);
+ *   - A's endpoint replaced on its QP number by A' (new_endpoint_on_the_qpn_...): A''s
+ *     first packet fails them at once, and A' is a new peer;
+ *   - A's endpoint closed: both fail with FI_EHOSTUNREACH within the probe interval x
+ *     5/4 + EFASIM_TIMEOUT_MS (+ 1 s), and a new send to A fails at once with
+ *     -FI_EHOSTUNREACH; after fi_av_remove, -FI_EINVAL.
+ * Criterion runs each test in a process of its own: the parameters are read once.
+ */
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include <criterion/criterion.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Env {
+	fi_info *info = nullptr;
+	fid_fabric *fab = nullptr;
+	fid_domain *dom = nullptr;
+	fid_av *av = nullptr;
+};
+Env g;
+
+struct Ep {
+	fid_ep *ep = nullptr;
+	fid_cq *cq = nullptr;
+	uint8_t addr[32] = {};
+};
+
+void open_env()
+{
+	setenv("FI_PROVIDER_PATH", EFA_TEST_PROV_DIR, 1);
+	setenv("FI_PROVIDER", "efa", 1);
+	setenv("FI_EFA_SIM", "1", 1);
+	setenv("FI_EFA_SIM_PATH", EFA_TEST_SIM_PATH, 1);
+	setenv("FI_LOG_LEVEL", "warn", 0);
+	fi_info *hints = fi_allocinfo();
+	hints->caps = FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE;
+	hints->mode = FI_CONTEXT | FI_CONTEXT2;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->domain_attr->mr_mode = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+	hints->fabric_attr->prov_name = strdup("efa");
+	hints->fabric_attr->name = strdup("efa");
+	int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &g.info);
+	fi_freeinfo(hints);
+	cr_assert_eq(ret, 0, "fi_getinfo (fabric efa): %s", fi_strerror(-ret));
+	cr_assert_eq(fi_fabric(g.info->fabric_attr, &g.fab, nullptr), 0);
+	cr_assert_eq(fi_domain(g.fab, g.info, &g.dom, nullptr), 0);
+	fi_av_attr attr{};
+	attr.type = FI_AV_TABLE;
+	cr_assert_eq(fi_av_open(g.dom, &attr, &g.av, nullptr), 0);
+}
+
+Ep open_ep()
+{
+	Ep e;
+	cr_assert_eq(fi_endpoint(g.dom, g.info, &e.ep, nullptr), 0);
+	fi_cq_attr attr{};
+	attr.format = FI_CQ_FORMAT_TAGGED;
+	attr.size = 64;
+	cr_assert_eq(fi_cq_open(g.dom, &attr, &e.cq, nullptr), 0);
+	cr_assert_eq(fi_ep_bind(e.ep, &e.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	cr_assert_eq(fi_ep_bind(e.ep, &g.av->fid, 0), 0);
+	cr_assert_eq(fi_enable(e.ep), 0);
+	size_t len = sizeof e.addr;
+	cr_assert_eq(fi_getname(&e.ep->fid, e.addr, &len), 0);
+	return e;
+}
+
+void close_ep(Ep &e)
+{
+	if (e.ep)
+		cr_assert_eq(fi_close(&e.ep->fid), 0);
+	cr_assert_eq(fi_close(&e.cq->fid), 0);
+	e.ep = nullptr;
+}
+
+void close_env()
+{
+	fi_close(&g.av->fid);
+	fi_close(&g.dom->fid);
+	fi_close(&g.fab->fid);
+	fi_freeinfo(g.info);
+	g = Env{};
+}
+
+/* One completion of `cq`, successful or not; fails after `ms`. */
+fi_cq_err_entry next(fid_cq *cq, int ms, bool *error)
+{
+	const auto end = Clock::now() + std::chrono::milliseconds(ms);
+	for (;;) {
+		fi_cq_tagged_entry e;
+		ssize_t n = fi_cq_read(cq, &e, 1);
+		if (n == 1) {
+			*error = false;
+			fi_cq_err_entry out{};
+			out.op_context = e.op_context;
+			out.len = e.len;
+			return out;
+		}
+		if (n == -FI_EAVAIL) {
+			fi_cq_err_entry err{};
+			cr_assert_eq(fi_cq_readerr(cq, &err, 0), 1);
+			*error = true;
+			return err;
+		}
+		cr_assert_eq(n, -FI_EAGAIN, "fi_cq_read: %s", fi_strerror(int(-n)));
+		cr_assert(Clock::now() < end, "no completion within %d ms", ms);
+	}
+}
+
+/* Reads `cq` `times` times: nothing may complete. */
+void expect_nothing(fid_cq *cq, int times, const char *what)
+{
+	for (int i = 0; i < times; i++) {
+		fi_cq_tagged_entry e;
+		ssize_t n = fi_cq_read(cq, &e, 1);
+		cr_assert_eq(n, -FI_EAGAIN, "%s: fi_cq_read gave %zd", what, n);
+	}
+}
+
+/* S's two sends that wait for A's answer: 256 KiB (long-CTS: a CTS) and 100 bytes with
+ * FI_DELIVERY_COMPLETE (a RECEIPT). */
+void post_waiting(const Ep &s, fi_addr_t a, std::vector<uint8_t> &buf, fi_context2 *ctx)
+{
+	cr_assert_eq(fi_tsend(s.ep, buf.data(), 256 << 10, nullptr, a, 1, &ctx[0]), 0);
+	iovec iov{buf.data(), 100};
+	fi_msg_tagged m{};
+	m.msg_iov = &iov;
+	m.iov_count = 1;
+	m.addr = a;
+	m.tag = 2;
+	m.context = &ctx[1];
+	cr_assert_eq(fi_tsendmsg(s.ep, &m, FI_DELIVERY_COMPLETE | FI_COMPLETION), 0);
+	expect_nothing(s.cq, 1000, "S's sends to a peer that does not progress");
+}
+
+} // namespace
+
+Test(rdm_peer, av_remove_cancels_and_forgets)
+{
+	open_env();
+	Ep s = open_ep(), a = open_ep();
+	fi_addr_t fa[2];
+	cr_assert_eq(fi_av_insert(g.av, s.addr, 1, &fa[0], 0, nullptr), 1);
+	cr_assert_eq(fi_av_insert(g.av, a.addr, 1, &fa[1], 0, nullptr), 1);
+	std::vector<uint8_t> buf(1 << 20, 0x5a);
+	fi_context2 ctx[4]{};
+	post_waiting(s, fa[1], buf, ctx);
+
+	cr_assert_eq(fi_av_remove(g.av, &fa[1], 1, 0), 0);
+	bool seen[2] = {false, false};
+	for (int i = 0; i < 2; i++) {
+		bool error = false;
+		fi_cq_err_entry e = next(s.cq, 2000, &error);
+		cr_assert(error, "a send to the removed peer completed without error");
+		cr_assert_eq(e.err, FI_ECANCELED, "err %d (%s), expected FI_ECANCELED", e.err, fi_strerror(e.err));
+		const int k = e.op_context == &ctx[0] ? 0 : e.op_context == &ctx[1] ? 1 : -1;
+		cr_assert(k >= 0 && !seen[k], "an error entry of no pending send");
+		seen[k] = true;
+	}
+	cr_assert_eq(fi_tsend(s.ep, buf.data(), 8, nullptr, fa[1], 3, &ctx[2]), -FI_EINVAL);
+
+	/* A (which still knows S) sends: S takes it as from an unknown sender, with fresh
+	 * state (message id 0 is A's first to S), never as from the removed fi_addr. */
+	std::vector<uint8_t> rx(4096);
+	cr_assert_eq(fi_trecv(s.ep, rx.data(), rx.size(), nullptr, FI_ADDR_UNSPEC, 0, ~0ull, &ctx[3]), 0);
+	cr_assert_eq(fi_tsend(a.ep, buf.data(), 64, nullptr, fa[0], 4, &ctx[2]), 0);
+	const auto end = Clock::now() + std::chrono::seconds(5);
+	for (;;) {
+		fi_cq_tagged_entry e;
+		fi_cq_read(a.cq, &e, 1); /* A's progress; its entries do not matter */
+		fi_addr_t src = 0;
+		ssize_t n = fi_cq_readfrom(s.cq, &e, 1, &src);
+		if (n == 1) {
+			cr_assert_eq(e.op_context, &ctx[3]);
+			cr_assert_eq(e.len, 64u);
+			cr_assert_eq(rx[0], 0x5a);
+			cr_assert_eq(rx[63], 0x5a);
+			cr_assert_eq(src, FI_ADDR_NOTAVAIL, "the source is fi_addr %lu, expected FI_ADDR_NOTAVAIL",
+				     (unsigned long)src);
+			break;
+		}
+		cr_assert_eq(n, -FI_EAGAIN, "S: fi_cq_readfrom: %s", fi_strerror(int(-n)));
+		cr_assert(Clock::now() < end, "A's message after the removal never reached S");
+	}
+	close_ep(s);
+	close_ep(a);
+	close_env();
+}
+
+Test(rdm_peer, dead_peer_fails_waiting_ops_within_bound)
+{
+	setenv("FI_EFA_PEER_PROBE_INTERVAL", "50", 1);
+	setenv("EFASIM_TIMEOUT_MS", "300", 1);
+	open_env();
+	Ep s = open_ep(), a = open_ep();
+	fi_addr_t fa[2];
+	cr_assert_eq(fi_av_insert(g.av, s.addr, 1, &fa[0], 0, nullptr), 1);
+	cr_assert_eq(fi_av_insert(g.av, a.addr, 1, &fa[1], 0, nullptr), 1);
+	std::vector<uint8_t> buf(1 << 20, 0x5a);
+	fi_context2 ctx[3]{};
+	post_waiting(s, fa[1], buf, ctx);
+
+	cr_assert_eq(fi_close(&a.ep->fid), 0); /* A is gone */
+	a.ep = nullptr;
+	const auto t0 = Clock::now();
+	const long bound = 50 + 50 / 4 + 300 + 1000;
+	for (int i = 0; i < 2; i++) {
+		bool error = false;
+		fi_cq_err_entry e = next(s.cq, 10000, &error);
+		cr_assert(error, "a send to the dead peer completed without error");
+		cr_assert_eq(e.err, FI_EHOSTUNREACH, "err %d (%s), expected FI_EHOSTUNREACH", e.err,
+			     fi_strerror(e.err));
+		cr_assert(e.op_context == &ctx[0] || e.op_context == &ctx[1]);
+	}
+	const long ms =
+		long(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
+	cr_assert_leq(ms, bound, "the sends failed after %ld ms, beyond the %ld ms bound", ms, bound);
+	cr_log_info("the sends to the closed endpoint failed after %ld ms (bound %ld ms)", ms, bound);
+	cr_assert_eq(fi_tsend(s.ep, buf.data(), 8, nullptr, fa[1], 3, &ctx[2]), -FI_EHOSTUNREACH,
+		     "a new send to the dead peer fails at once");
+	cr_assert_eq(fi_av_remove(g.av, &fa[1], 1, 0), 0);
+	cr_assert_eq(fi_tsend(s.ep, buf.data(), 8, nullptr, fa[1], 3, &ctx[2]), -FI_EINVAL);
+	close_ep(s);
+	close_ep(a);
+	close_env();
+}
+
+/* A new endpoint A' on A's QP number (EFASIM_MAX_QP=2: S and A take both) sends to S
+ * while S still has A, with operations waiting on it, in its AV: A' is a new peer, its
+ * message arrives (fresh state, unknown sender), and A's waiting operations fail at once
+ * (FI_EHOSTUNREACH): the device timeout (60 s) and probes (off) play no part. */
+Test(rdm_peer, new_endpoint_on_the_qpn_replaces_the_old)
+{
+	setenv("EFASIM_MAX_QP", "2", 1);
+	setenv("EFASIM_TIMEOUT_MS", "60000", 1);
+	setenv("FI_EFA_PEER_PROBE_INTERVAL", "0", 1);
+	open_env();
+	Ep s = open_ep(), a = open_ep();
+	fi_addr_t fa[2];
+	cr_assert_eq(fi_av_insert(g.av, s.addr, 1, &fa[0], 0, nullptr), 1);
+	cr_assert_eq(fi_av_insert(g.av, a.addr, 1, &fa[1], 0, nullptr), 1);
+	std::vector<uint8_t> buf(1 << 20, 0x5a);
+	fi_context2 ctx[4]{};
+	post_waiting(s, fa[1], buf, ctx);
+	close_ep(a);
+	Ep a2 = open_ep();
+	cr_assert_eq(memcmp(a2.addr, a.addr, 18), 0, "A' has A's GID and QP number");
+	cr_assert_neq(memcmp(a2.addr + 20, a.addr + 20, 4), 0, "A' has another QKEY");
+
+	std::vector<uint8_t> rx(4096);
+	cr_assert_eq(fi_trecv(s.ep, rx.data(), rx.size(), nullptr, FI_ADDR_UNSPEC, 0, ~0ull, &ctx[3]), 0);
+	cr_assert_eq(fi_tsend(a2.ep, buf.data(), 64, nullptr, fa[0], 4, &ctx[2]), 0);
+	const auto end = Clock::now() + std::chrono::seconds(5);
+	int failed = 0;
+	bool got = false;
+	while (failed < 2 || !got) {
+		cr_assert(Clock::now() < end, "after A' spoke: %d of 2 sends to A failed, message %s", failed,
+			  got ? "received" : "not received");
+		fi_cq_tagged_entry e;
+		fi_cq_read(a2.cq, &e, 1);
+		fi_addr_t src = 0;
+		ssize_t n = fi_cq_readfrom(s.cq, &e, 1, &src);
+		if (n == 1) {
+			cr_assert_eq(e.op_context, &ctx[3], "a completion of S other than its receive");
+			cr_assert_eq(e.len, 64u);
+			cr_assert_eq(src, FI_ADDR_NOTAVAIL, "A's message came from fi_addr %lu", (unsigned long)src);
+			got = true;
+		} else if (n == -FI_EAVAIL) {
+			fi_cq_err_entry err{};
+			cr_assert_eq(fi_cq_readerr(s.cq, &err, 0), 1);
+			cr_assert(err.op_context == &ctx[0] || err.op_context == &ctx[1]);
+			cr_assert_eq(err.err, FI_EHOSTUNREACH, "err %d (%s)", err.err, fi_strerror(err.err));
+			failed++;
+		} else {
+			cr_assert_eq(n, -FI_EAGAIN);
+		}
+	}
+	cr_assert_eq(fi_tsend(s.ep, buf.data(), 8, nullptr, fa[1], 3, &ctx[2]), -FI_EHOSTUNREACH);
+	close_ep(s);
+	close_ep(a2);
+	close_env();
+}
