@@ -22,7 +22,7 @@ run() { # name, extra options...
 	shift
 	port=$((port + 1))
 	mkfifo "$work/ready.$port"
-	LD_PRELOAD="$shim" LISTEN_NOTIFY_FD=9 timeout 60 fi_pingpong -p efa -e rdm -B $port "$@" \
+	LD_PRELOAD="$shim" LISTEN_NOTIFY_FD=9 timeout -k 5 60 fi_pingpong -p efa -e rdm -B $port "$@" \
 		> "$work/srv.$port.log" 2>&1 9> "$work/ready.$port" &
 	srv=$!
 	# One line when the server listens; end of file if it dies first.
@@ -32,7 +32,7 @@ run() { # name, extra options...
 		fail=1
 		return
 	fi
-	out=$(timeout 60 fi_pingpong -p efa -e rdm -P $port "$@" 127.0.0.1 2>&1)
+	out=$(timeout -k 5 60 fi_pingpong -p efa -e rdm -P $port "$@" 127.0.0.1 2>&1)
 	crc=$?
 	wait $srv
 	src=$?
