@@ -67,18 +67,27 @@ size_t opt_len(const Peer &p, bool data) { return (p.hs_got ? 0 : sizeof(RawAddr
 
 ssize_t Ep::send(const SendArgs &a)
 {
-	if (!enabled)
+	if (!enabled) {
+		EFA_WARN_ONCE(EpData, "a send before fi_enable: bind an AV and CQs, call fi_enable, then post");
 		return -FI_EOPBADSTATE;
+	}
 	if (!tx_cq)
 		return -FI_ENOCQ;
+	if (a.flags & ~kSendFlags) {
+		EFA_WARN_ONCE(EpData, "fi_%ssendmsg: flags %#lx are not send flags; drop them", a.tagged ? "t" : "",
+			      (unsigned long)(a.flags & ~kSendFlags));
+		return -FI_EINVAL;
+	}
 	if (a.count > kRdmIovLimit || (a.count && !a.iov)) {
-		EFA_DBG(EpData, "%zu iovs: the limit is %zu", a.count, kRdmIovLimit);
+		EFA_WARN_ONCE(EpData, "%zu iovs: more than tx_attr->iov_limit (%zu); split the send", a.count,
+			      kRdmIovLimit);
 		return -FI_EINVAL;
 	}
 	const uint64_t len = iov_total(a.iov, a.count);
 	const bool inject = a.flags & FI_INJECT;
 	if (inject && len > inject_size) {
-		EFA_DBG(EpData, "inject of %lu bytes: inject_size is %zu", (unsigned long)len, inject_size);
+		EFA_WARN_ONCE(EpData, "inject of %lu bytes: more than tx_attr->inject_size (%zu); use fi_send",
+			      (unsigned long)len, inject_size);
 		return -FI_EMSGSIZE;
 	}
 	Peer *p = peer_for_addr(a.dest);
