@@ -388,9 +388,11 @@ void Ep::complete_tx(TxOp &op)
 	snprintf(text, sizeof text, "%s (EFA status %u, peer %s)",
 		 op.prov_errno ? efa_status_msg(op.prov_errno) : fi_strerror(op.err), op.prov_errno,
 		 addr_to_string(op.peer->raw).c_str());
-	/* Clients dereference op_context of error entries: one without a context is only
-	 * logged. */
-	if (op.context)
+	/* An operation that asked for a completion gets its error entry, whatever its
+	 * context (NULL is a valid one: without the entry the caller waits forever). One
+	 * that asked for none (inject, selective completion) and has no context to name
+	 * is only logged. */
+	if (op.context || op.completion)
 		report_error(tx_cq, op.context, op.cq_flags, op.err, op.prov_errno, text, op.len, 0, nullptr, op.data,
 			     op.tag);
 	else
