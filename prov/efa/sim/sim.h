@@ -96,6 +96,7 @@ struct Config {
 	uint16_t port_base;
 	uint16_t port_stride;
 	uint32_t max_qp;
+	uint32_t max_mr; /* memory registrations per process */
 	uint32_t mtu;
 	uint32_t segment;     /* RDMA payload per datagram */
 	uint32_t max_rdma_size;
