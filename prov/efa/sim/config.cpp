@@ -106,6 +106,7 @@ Config load()
 	c.port_base = 20000;
 	c.port_stride = 2048;
 	c.max_qp = 1024;
+	c.max_mr = 1u << 20;
 	c.mtu = 8928;
 	c.segment = 32768;
 	c.max_rdma_size = 1u << 30;
@@ -141,6 +142,7 @@ Config load()
 	get_int("EFASIM_PORT_BASE", 1024, 65535, c.port_base, err);
 	get_int("EFASIM_MAX_QP", 1, 2047, c.max_qp, err);
 	get_int("EFASIM_FIRST_QPN", 0, 2047, c.first_qpn, err);
+	get_int("EFASIM_MAX_MR", 1, 1u << 20, c.max_mr, err);
 	get_int("EFASIM_MTU", 256, 9000, c.mtu, err);
 	get_int("EFASIM_SEGMENT", 1024, 65000, c.segment, err);
 	get_int("EFASIM_MAX_RDMA_SIZE", 4096, 1u << 30, c.max_rdma_size, err);

@@ -87,7 +87,7 @@ void fill_device_attr(ibv_device_attr &a, int index)
 	a.max_sge_rd = 1;
 	a.max_cq = 4096;
 	a.max_cqe = 1 << 22;
-	a.max_mr = 1 << 20;
+	a.max_mr = int(c.max_mr);
 	a.max_pd = 1024;
 	a.max_ah = 1 << 16;
 	a.max_pkeys = 1;
@@ -478,7 +478,7 @@ ibv_mr *reg_mr(ibv_pd *p, void *addr, size_t length, uint64_t iova, unsigned acc
 		slot = rt->mr_free.back();
 		rt->mr_free.pop_back();
 	} else {
-		if (rt->mrs.size() >= (1u << 20)) {
+		if (rt->mrs.size() >= config().max_mr) {
 			delete m;
 			errno = ENOMEM;
 			return nullptr;

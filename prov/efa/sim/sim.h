@@ -97,6 +97,7 @@ struct Config {
 	uint16_t port_stride;
 	uint32_t max_qp;
 	uint32_t first_qpn; /* EFASIM_FIRST_QPN (tests): the QPN the process's first QP tries first */
+	uint32_t max_mr; /* memory registrations per process */
 	uint32_t mtu;
 	uint32_t segment;     /* RDMA payload per datagram */
 	uint32_t max_rdma_size;

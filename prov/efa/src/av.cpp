@@ -88,10 +88,13 @@ int64_t insert_one(Av *av, const RawAddr &addr)
 int av_insert(fid_av *f, const void *addr, size_t count, fi_addr_t *fi_addr, uint64_t flags, void *context)
 {
 	Av *av = fid_to<Av>(&f->fid);
-	if (!av || (count && !addr))
+	if (!av)
 		return -FI_EINVAL;
-	if (flags & ~uint64_t(FI_MORE | FI_SYNC_ERR))
+	if ((count && !addr) || (flags & ~uint64_t(FI_MORE | FI_SYNC_ERR))) {
+		EFA_WARN(Av, "fi_av_insert: pass %zu addresses from fi_getname and flags 0, FI_MORE or FI_SYNC_ERR (got %s, "
+			 "%#lx)", count, addr ? "addresses" : "NULL", (unsigned long)flags);
 		return -FI_EINVAL;
+	}
 	const bool async = av->eq && !(flags & FI_SYNC_ERR);
 	int *errors = (flags & FI_SYNC_ERR) ? static_cast<int *>(context) : nullptr;
 	int inserted = 0;
@@ -245,8 +248,12 @@ fi_addr_t Av::reverse_lookup(uint16_t ahn, uint32_t qpn)
 int av_open(fid_domain *df, fi_av_attr *attr, fid_av **out, void *context)
 {
 	Domain *d = fid_to<Domain>(&df->fid);
-	if (!d || !attr || !out)
+	if (!d)
 		return -FI_EINVAL;
+	if (!attr || !out) {
+		EFA_WARN(Av, "fi_av_open: pass a struct fi_av_attr (type FI_AV_TABLE or FI_AV_MAP) and a place for the AV");
+		return -FI_EINVAL;
+	}
 	if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_TABLE && attr->type != FI_AV_MAP)
 		return -FI_EINVAL;
 	if (attr->name || attr->rx_ctx_bits) {

@@ -68,8 +68,13 @@ ssize_t cq_read_locked(Cq *cq, void *buf, size_t count, fi_addr_t *src)
 ssize_t cq_readfrom(fid_cq *f, void *buf, size_t count, fi_addr_t *src)
 {
 	Cq *cq = fid_to<Cq>(&f->fid);
-	if (!cq || (count && !buf))
+	if (!cq)
 		return -FI_EINVAL;
+	if (count && !buf) {
+		EFA_WARN_ONCE(Cq, "fi_cq_read: a NULL buffer for %zu entries; pass an array of count entries of the CQ's format",
+			      count);
+		return -FI_EINVAL;
+	}
 	std::lock_guard<std::mutex> g(cq->lock);
 	return cq_read_locked(cq, buf, count, src);
 }
@@ -79,8 +84,13 @@ ssize_t cq_read(fid_cq *f, void *buf, size_t count) { return cq_readfrom(f, buf,
 ssize_t cq_readerr(fid_cq *f, fi_cq_err_entry *buf, uint64_t flags)
 {
 	Cq *cq = fid_to<Cq>(&f->fid);
-	if (!cq || !buf || (flags & ~uint64_t(FI_PEEK)))
+	if (!cq)
 		return -FI_EINVAL;
+	if (!buf || (flags & ~uint64_t(FI_PEEK))) {
+		EFA_WARN_ONCE(Cq, "fi_cq_readerr: pass a struct fi_cq_err_entry and flags 0 or FI_PEEK (got %s, %#lx)",
+			      buf ? "a buffer" : "NULL", (unsigned long)flags);
+		return -FI_EINVAL;
+	}
 	std::lock_guard<std::mutex> g(cq->lock);
 	std::lock_guard<std::mutex> gs(cq->stage_lock);
 	if (cq->errors.empty())
@@ -316,8 +326,12 @@ void Cq::poke()
 int cq_open(fid_domain *df, fi_cq_attr *attr, fid_cq **out, void *context)
 {
 	Domain *d = fid_to<Domain>(&df->fid);
-	if (!d || !attr || !out)
+	if (!d)
 		return -FI_EINVAL;
+	if (!attr || !out) {
+		EFA_WARN(Cq, "fi_cq_open: pass a struct fi_cq_attr (zeroed for the defaults) and a place for the CQ");
+		return -FI_EINVAL;
+	}
 	const fi_cq_format format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
 	if (!entry_size_of(format)) {
 		EFA_WARN(Cq, "fi_cq_open: format %d is not supported", int(attr->format));

@@ -21,8 +21,11 @@ int domain_close(fid_t f)
 	Domain *d = fid_to<Domain>(f);
 	if (!d)
 		return -FI_EINVAL;
-	if (d->hdr.children.load())
+	if (int n = d->hdr.children.load()) {
+		EFA_WARN(Domain, "fi_close(domain): %d endpoints, CQs, AVs, counters or MRs are still open; close them first",
+			 n);
 		return -FI_EBUSY;
+	}
 	{
 		std::lock_guard<std::mutex> g(d->lock);
 		d->ahs.clear();
@@ -133,8 +136,12 @@ void Domain::put_ah(AhRef *ah)
 int domain_open(fid_fabric *f, fi_info *info, fid_domain **out, void *context)
 {
 	Fabric *fab = fid_to<Fabric>(&f->fid);
-	if (!fab || !info || !out || !info->domain_attr)
+	if (!fab)
 		return -FI_EINVAL;
+	if (!info || !out || !info->domain_attr) {
+		EFA_WARN(Domain, "fi_domain: pass an fi_info from fi_getinfo (with its domain_attr) and a place for the domain");
+		return -FI_EINVAL;
+	}
 	std::vector<const verbs::Device *> list;
 	for (const auto &d : devices(true))
 		list.push_back(d.get());

@@ -34,28 +34,40 @@ uint32_t random_qkey()
 
 int EpBase::bind(fid_t bf, uint64_t flags)
 {
-	if (!bf)
+	if (!bf) {
+		EFA_WARN(EpCtrl, "fi_ep_bind: pass the fid of an AV, CQ, counter or EQ");
 		return -FI_EINVAL;
+	}
 	if (enabled) {
-		EFA_WARN(EpCtrl, "fi_ep_bind after fi_enable");
+		EFA_WARN(EpCtrl, "fi_ep_bind after fi_enable: bind everything first, then call fi_enable");
 		return -FI_EINVAL;
 	}
 	switch (bf->fclass) {
 	case FI_CLASS_AV: {
 		Av *a = fid_to<Av>(bf);
-		if (!a || a->dom != dom || flags || av)
+		if (!a || a->dom != dom || flags || av) {
+			EFA_WARN(EpCtrl, "fi_ep_bind(AV): %s", !a || a->dom != dom ? "the AV is not open in this domain"
+							       : flags ? "an AV is bound with flags 0"
+								       : "an AV is already bound (one per endpoint)");
 			return -FI_EINVAL;
+		}
 		av = a;
 		a->hdr.children++;
 		return 0;
 	}
 	case FI_CLASS_CQ: {
 		Cq *cq = fid_to<Cq>(bf);
-		if (!cq || cq->dom != dom || (flags & ~uint64_t(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) ||
-		    !(flags & (FI_TRANSMIT | FI_RECV)))
+		constexpr uint64_t kCqFlags = FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION;
+		const char *why = !cq || cq->dom != dom		     ? "the CQ is not open in this domain"
+				  : (flags & ~kCqFlags)		     ? "flags other than FI_TRANSMIT, FI_RECV, FI_SELECTIVE_COMPLETION"
+				  : !(flags & (FI_TRANSMIT | FI_RECV)) ? "say FI_TRANSMIT, FI_RECV or both"
+				  : (((flags & FI_TRANSMIT) && tx_cq) || ((flags & FI_RECV) && rx_cq))
+					  ? "a CQ is already bound for that direction"
+					  : nullptr;
+		if (why) {
+			EFA_WARN(EpCtrl, "fi_ep_bind(CQ, %#lx): %s", (unsigned long)flags, why);
 			return -FI_EINVAL;
-		if (((flags & FI_TRANSMIT) && tx_cq) || ((flags & FI_RECV) && rx_cq))
-			return -FI_EINVAL;
+		}
 		if (flags & FI_TRANSMIT) {
 			tx_cq = cq;
 			tx_selective = flags & FI_SELECTIVE_COMPLETION;
@@ -71,8 +83,11 @@ int EpBase::bind(fid_t bf, uint64_t flags)
 	case FI_CLASS_CNTR: {
 		Cntr *c = fid_to<Cntr>(bf);
 		constexpr uint64_t kEvents = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-		if (!c || c->dom != dom || !flags || (flags & ~kEvents))
+		if (!c || c->dom != dom || !flags || (flags & ~kEvents)) {
+			EFA_WARN(EpCtrl, "fi_ep_bind(counter, %#lx): a counter of this domain, with flags from FI_SEND, "
+				 "FI_RECV, FI_READ, FI_WRITE, FI_REMOTE_READ, FI_REMOTE_WRITE", (unsigned long)flags);
 			return -FI_EINVAL;
+		}
 		const uint64_t bits[kCntrCount] = {FI_SEND, FI_RECV, FI_READ, FI_WRITE, FI_REMOTE_READ, FI_REMOTE_WRITE};
 		for (int i = 0; i < kCntrCount; i++) {
 			if (!(flags & bits[i]))
@@ -86,14 +101,18 @@ int EpBase::bind(fid_t bf, uint64_t flags)
 	}
 	case FI_CLASS_EQ: {
 		Eq *q = fid_to<Eq>(bf);
-		if (!q || eq)
+		if (!q || eq) {
+			EFA_WARN(EpCtrl, "fi_ep_bind(EQ): %s", q ? "an EQ is already bound" : "not a live EQ");
 			return -FI_EINVAL;
+		}
 		eq = q; /* RDM endpoints raise no events */
 		q->hdr.children++;
 		return 0;
 	}
 	default:
-		return -FI_ENOSYS;
+		EFA_WARN(EpCtrl, "fi_ep_bind: fid class %zu cannot be bound to an endpoint (bind an AV, CQ, counter or EQ)",
+			 size_t(bf->fclass));
+		return -FI_EINVAL;
 	}
 }
 

@@ -17,8 +17,10 @@ int fabric_close(fid_t f)
 	Fabric *fab = fid_to<Fabric>(f);
 	if (!fab)
 		return -FI_EINVAL;
-	if (fab->hdr.children.load())
+	if (int n = fab->hdr.children.load()) {
+		EFA_WARN(Fabric, "fi_close(fabric): %d domains or EQs are still open; close them first", n);
 		return -FI_EBUSY;
+	}
 	retire(fab);
 	return 0;
 }
@@ -75,8 +77,10 @@ fi_ops_fabric g_fabric_ops = [] {
 
 int fabric_open(fi_fabric_attr *attr, fid_fabric **out, void *context)
 {
-	if (!attr || !out)
+	if (!attr || !out) {
+		EFA_WARN(Fabric, "fi_fabric: pass the fabric_attr of an fi_info from fi_getinfo and a place for the fabric");
 		return -FI_EINVAL;
+	}
 	const char *name = attr->name ? attr->name : kDirectFabric;
 	const bool direct = !strcmp(name, kDirectFabric);
 	if (!direct && strcmp(name, kRdmFabric)) {

@@ -8,6 +8,8 @@
 #ifndef EFA_LOG_H
 #define EFA_LOG_H
 
+#include <atomic>
+
 namespace efa::log {
 
 enum class Level { Warn, Trace, Info, Debug }; /* the order of enum fi_log_level */
@@ -30,5 +32,15 @@ void write(Level l, Sub s, const char *func, int line, const char *fmt, ...) __a
 #define EFA_WARN(sub, ...) EFA_LOG_(Warn, sub, __VA_ARGS__)
 #define EFA_INFO(sub, ...) EFA_LOG_(Info, sub, __VA_ARGS__)
 #define EFA_DBG(sub, ...) EFA_LOG_(Debug, sub, __VA_ARGS__)
+/* A rejection on the data path: a warning the first time this line refuses a call (what
+ * to do), debug lines after it, so a retry loop does not flood the log. */
+#define EFA_WARN_ONCE(sub, ...)                                                                   \
+	do {                                                                                      \
+		static std::atomic<bool> efa_warned_{false};                                      \
+		if (!efa_warned_.exchange(true, std::memory_order_relaxed))                       \
+			EFA_WARN(sub, __VA_ARGS__);                                               \
+		else                                                                              \
+			EFA_DBG(sub, __VA_ARGS__);                                                \
+	} while (0)
 
 #endif

@@ -63,14 +63,18 @@ fi_ops g_mr_fi_ops = {
 int do_reg(Domain *d, const void *buf, size_t len, uint64_t access, uint64_t offset, uint64_t requested_key,
 	   uint64_t flags, void *context, fid_mr **out)
 {
-	if (!out || (len && !buf))
+	if (!out || !buf || !len) {
+		EFA_WARN(Mr, "fi_mr_reg: register at least one byte of memory (buf %p, len %zu) and pass a place for the "
+			 "MR", buf, len);
 		return -FI_EINVAL;
+	}
 	if (access & ~kAccess) {
-		EFA_WARN(Mr, "fi_mr_reg: access %#lx has unknown bits", (unsigned long)access);
+		EFA_WARN(Mr, "fi_mr_reg: access %#lx has bits that are no access flags (FI_SEND, FI_RECV, FI_READ, "
+			 "FI_WRITE, FI_REMOTE_READ, FI_REMOTE_WRITE)", (unsigned long)(access & ~kAccess));
 		return -FI_EINVAL;
 	}
 	if (flags & ~uint64_t(FI_RMA_EVENT)) {
-		EFA_WARN(Mr, "fi_mr_reg: flags %#lx not supported", (unsigned long)flags);
+		EFA_WARN(Mr, "fi_mr_reg: flags %#lx are not supported (only FI_RMA_EVENT); pass 0", (unsigned long)flags);
 		return -FI_EINVAL;
 	}
 	(void)offset; /* FI_MR_VIRT_ADDR: remote addresses are virtual addresses, offset unused */
@@ -147,8 +151,10 @@ int mr_regv(fid_t f, const iovec *iov, size_t count, uint64_t access, uint64_t o
 
 int mr_regattr(fid_t f, const fi_mr_attr *attr, uint64_t flags, fid_mr **mr)
 {
-	if (!attr)
+	if (!attr) {
+		EFA_WARN(Mr, "fi_mr_regattr: pass a struct fi_mr_attr");
 		return -FI_EINVAL;
+	}
 	if (attr->iface != FI_HMEM_SYSTEM) {
 		EFA_WARN(Mr, "fi_mr_regattr: device memory (iface %d) is not supported", int(attr->iface));
 		return -FI_EOPNOTSUPP;

@@ -336,8 +336,13 @@ int Ep::close()
 int ep_open(fid_domain *df, fi_info *info, fid_ep **out, void *context)
 {
 	Domain *d = fid_to<Domain>(&df->fid);
-	if (!d || !info || !out || !info->ep_attr || !info->tx_attr || !info->rx_attr)
+	if (!d)
 		return -FI_EINVAL;
+	if (!info || !out || !info->ep_attr || !info->tx_attr || !info->rx_attr) {
+		EFA_WARN(EpCtrl, "fi_endpoint: pass the fi_info from fi_getinfo (with its ep, tx and rx attributes) "
+			 "and a place for the endpoint");
+		return -FI_EINVAL;
+	}
 	if (info->ep_attr->type != FI_EP_RDM) {
 		EFA_WARN(EpCtrl, "fi_endpoint: efa-direct offers FI_EP_RDM endpoints only");
 		return -FI_EINVAL;

@@ -2,6 +2,8 @@
 /* efa-direct fi_ops_msg: the C entry points, each a thin call into Ep::post_*. */
 #include "direct/ep.h"
 
+#include "log.h"
+
 namespace efa::direct {
 
 namespace {
@@ -32,8 +34,13 @@ ssize_t ep_recvv(fid_ep *f, const iovec *iov, void **desc, size_t count, fi_addr
 ssize_t ep_recvmsg(fid_ep *f, const fi_msg *msg, uint64_t flags)
 {
 	Ep *ep = ep_of(f);
-	if (!ep || !msg || (flags & ~kRecvMsgFlags))
+	if (!ep || !msg)
 		return -FI_EINVAL;
+	if (flags & ~kRecvMsgFlags) {
+		EFA_WARN_ONCE(EpData, "fi_recvmsg: flags %#lx are not receive flags (allowed: FI_COMPLETION, FI_MORE)",
+			      (unsigned long)(flags & ~kRecvMsgFlags));
+		return -FI_EINVAL;
+	}
 	return ep->post_rx(msg->msg_iov, msg->desc, msg->iov_count, msg->context, ep->rx_completion(flags));
 }
 
@@ -59,8 +66,13 @@ ssize_t ep_sendv(fid_ep *f, const iovec *iov, void **desc, size_t count, fi_addr
 ssize_t ep_sendmsg(fid_ep *f, const fi_msg *msg, uint64_t flags)
 {
 	Ep *ep = ep_of(f);
-	if (!ep || !msg || (flags & ~kSendMsgFlags))
+	if (!ep || !msg)
 		return -FI_EINVAL;
+	if (flags & ~kSendMsgFlags) {
+		EFA_WARN_ONCE(EpData, "fi_sendmsg: flags %#lx are not send flags on efa-direct; drop them",
+			      (unsigned long)(flags & ~kSendMsgFlags));
+		return -FI_EINVAL;
+	}
 	return ep->post_tx(OpKind::Send, msg->msg_iov, msg->desc, msg->iov_count, msg->addr, nullptr, msg->data,
 			   msg->context, flags, ep->tx_completion(flags));
 }

@@ -59,12 +59,15 @@ bool build_sges(const Ep &ep, const iovec *iov, void **desc, size_t count, ibv_s
 ssize_t Ep::post_tx(OpKind kind, const iovec *iov, void **desc, size_t count, fi_addr_t dest, const fi_rma_iov *rma,
 		    uint64_t data, void *context, uint64_t flags, bool completion)
 {
-	if (!enabled)
+	if (!enabled) {
+		EFA_WARN_ONCE(EpData, "a transmit operation before fi_enable: bind an AV and CQs, call fi_enable, then post");
 		return -FI_EOPBADSTATE;
+	}
 	if (!tx_cq)
 		return -FI_EOPNOTSUPP; /* no CQ bound for FI_TRANSMIT */
 	if (count > info->tx_attr->iov_limit || (count && !iov)) {
-		EFA_DBG(EpData, "%zu iovs: the limit is %zu", count, info->tx_attr->iov_limit);
+		EFA_WARN_ONCE(EpData, "%zu iovs: more than tx_attr->iov_limit (%zu); split the operation",
+			      count, info->tx_attr->iov_limit);
 		return -FI_EINVAL;
 	}
 	const bool is_rma = kind != OpKind::Send;
@@ -72,14 +75,29 @@ ssize_t Ep::post_tx(OpKind kind, const iovec *iov, void **desc, size_t count, fi
 		return -FI_EOPNOTSUPP;
 	const size_t len = total_len(iov, count);
 	const bool inject = flags & FI_INJECT;
-	if (len > (is_rma ? max_rdma : mtu) || (inject && len > inject_size)) {
-		EFA_DBG(EpData, "%zu bytes: larger than %s", len, inject ? "inject_size" : is_rma ? "max_rdma_size" : "the MTU");
+	if (inject && len > inject_size) {
+		EFA_WARN_ONCE(EpData, "inject of %zu bytes: more than tx_attr->inject_size (%zu); use fi_send/fi_write",
+			      len, inject_size);
 		return -FI_EMSGSIZE;
 	}
-	if (is_rma && rma->len < len)
+	if (len > (is_rma ? max_rdma : mtu)) {
+		if (is_rma)
+			EFA_WARN_ONCE(EpData, "RMA of %zu bytes: more than ep_attr->max_msg_size (%zu); split it", len,
+				      max_rdma);
+		else
+			EFA_WARN_ONCE(EpData,
+				      "send of %zu bytes: an efa-direct message is one packet of at most the MTU (%zu; "
+				      "max_msg_size %zu covers RMA); move larger data with fi_write/fi_read or use "
+				      "the efa fabric",
+				      len, mtu, info->ep_attr->max_msg_size);
+		return -FI_EMSGSIZE;
+	}
+	if (is_rma && (rma->len < len || rma->key > UINT32_MAX)) {
+		EFA_WARN_ONCE(EpData, "RMA of %zu bytes to a remote iov of %zu bytes, key %#lx: the remote iov must "
+			      "cover the data and carry a key from fi_mr_key", len, size_t(rma->len),
+			      (unsigned long)rma->key);
 		return -FI_EINVAL;
-	if (is_rma && rma->key > UINT32_MAX)
-		return -FI_EINVAL;
+	}
 	const AvEntry *to = av->lookup(dest);
 	if (!to) {
 		Av::warn_unknown(dest);
@@ -90,7 +108,8 @@ ssize_t Ep::post_tx(OpKind kind, const iovec *iov, void **desc, size_t count, fi
 	ibv_sge sge[2];
 	size_t nsge = 0;
 	if (!inject && !build_sges(*this, iov, desc, count, sge, nsge)) {
-		EFA_DBG(EpData, "buffer not covered by its memory descriptor (FI_MR_LOCAL: pass fi_mr_desc)");
+		EFA_WARN_ONCE(EpData, "a buffer without a memory descriptor that covers it: efa-direct requires "
+			      "FI_MR_LOCAL; register the buffer with fi_mr_reg and pass its fi_mr_desc");
 		return -FI_EINVAL;
 	}
 
@@ -159,16 +178,22 @@ ssize_t Ep::post_tx(OpKind kind, const iovec *iov, void **desc, size_t count, fi
 
 ssize_t Ep::post_rx(const iovec *iov, void **desc, size_t count, void *context, bool completion)
 {
-	if (!enabled)
+	if (!enabled) {
+		EFA_WARN_ONCE(EpData, "a receive before fi_enable: bind an AV and CQs, call fi_enable, then post");
 		return -FI_EOPBADSTATE;
+	}
 	if (!rx_cq)
 		return -FI_EOPNOTSUPP; /* no CQ bound for FI_RECV */
-	if (count > info->rx_attr->iov_limit || (count && !iov))
+	if (count > info->rx_attr->iov_limit || (count && !iov)) {
+		EFA_WARN_ONCE(EpData, "%zu iovs: more than rx_attr->iov_limit (%zu); post fewer", count,
+			      info->rx_attr->iov_limit);
 		return -FI_EINVAL;
+	}
 	ibv_sge sge[2];
 	size_t nsge = 0;
 	if (!build_sges(*this, iov, desc, count, sge, nsge)) {
-		EFA_DBG(EpData, "receive buffer not covered by its memory descriptor (FI_MR_LOCAL: pass fi_mr_desc)");
+		EFA_WARN_ONCE(EpData, "a receive buffer without a memory descriptor that covers it: efa-direct requires "
+			      "FI_MR_LOCAL; register the buffer with fi_mr_reg and pass its fi_mr_desc");
 		return -FI_EINVAL;
 	}
 	std::lock_guard<std::mutex> g(rx_lock);

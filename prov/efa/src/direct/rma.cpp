@@ -8,6 +8,8 @@
 
 #include <rdma/fi_ext_efa.h>
 
+#include "log.h"
+
 namespace efa::direct {
 
 namespace {
@@ -47,10 +49,18 @@ ssize_t ep_readv(fid_ep *f, const iovec *iov, void **desc, size_t count, fi_addr
 ssize_t rma_msg(fid_ep *f, OpKind kind, const fi_msg_rma *msg, uint64_t flags)
 {
 	Ep *ep = ep_of(f);
-	if (!ep || !msg || (flags & ~kRmaMsgFlags))
+	if (!ep || !msg)
 		return -FI_EINVAL;
-	if (msg->rma_iov_count != 1 || !msg->rma_iov)
-		return -FI_EINVAL; /* rma_iov_limit is 1 */
+	if (flags & ~kRmaMsgFlags) {
+		EFA_WARN_ONCE(EpData, "fi_%smsg: flags %#lx are not RMA flags; drop them", kind == OpKind::Read ? "read" : "write",
+			      (unsigned long)(flags & ~kRmaMsgFlags));
+		return -FI_EINVAL;
+	}
+	if (msg->rma_iov_count != 1 || !msg->rma_iov) {
+		EFA_WARN_ONCE(EpData, "%zu remote iovs: tx_attr->rma_iov_limit is 1; one remote iov per operation",
+			      msg->rma_iov_count);
+		return -FI_EINVAL;
+	}
 	if (kind == OpKind::Read)
 		flags &= ~uint64_t(FI_INJECT | FI_REMOTE_CQ_DATA);
 	return ep->post_tx(kind, msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->rma_iov, msg->data,

@@ -239,6 +239,14 @@ private:
 	Ep *ep_;
 };
 
+/* The flags each kind of call accepts (fi_msg(3), fi_tagged(3), fi_rma(3), fi_atomic(3)). */
+inline constexpr uint64_t kCompletionFlags = FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
+					     FI_DELIVERY_COMPLETE | FI_MORE | FI_FENCE;
+inline constexpr uint64_t kSendFlags = kCompletionFlags | FI_INJECT | FI_REMOTE_CQ_DATA;
+inline constexpr uint64_t kRecvFlags = FI_COMPLETION | FI_MORE | FI_MULTI_RECV | FI_PEEK | FI_CLAIM | FI_DISCARD;
+inline constexpr uint64_t kRmaFlags = kCompletionFlags | FI_INJECT | FI_REMOTE_CQ_DATA;
+inline constexpr uint64_t kAtomicFlags = kCompletionFlags | FI_INJECT;
+
 /* The arguments of every send-like call, once normalised. */
 struct SendArgs {
 	const iovec *iov;

@@ -26,12 +26,19 @@ uint64_t rx_flags(const MsgRx &m)
 
 ssize_t Ep::recv(const RecvArgs &a)
 {
-	if (!enabled)
+	if (!enabled) {
+		EFA_WARN_ONCE(EpData, "a receive before fi_enable: bind an AV and CQs, call fi_enable, then post");
 		return -FI_EOPBADSTATE;
+	}
 	if (!rx_cq)
 		return -FI_ENOCQ;
+	if (a.flags & ~kRecvFlags) {
+		EFA_WARN_ONCE(EpData, "fi_%srecvmsg: flags %#lx are not receive flags; drop them", a.tagged ? "t" : "",
+			      (unsigned long)(a.flags & ~kRecvFlags));
+		return -FI_EINVAL;
+	}
 	if (a.count > kRdmIovLimit || (a.count && !a.iov)) {
-		EFA_DBG(EpData, "%zu iovs: the limit is %zu", a.count, kRdmIovLimit);
+		EFA_WARN_ONCE(EpData, "%zu iovs: more than rx_attr->iov_limit (%zu); post fewer", a.count, kRdmIovLimit);
 		return -FI_EINVAL;
 	}
 	if (a.flags & (FI_PEEK | FI_CLAIM))

@@ -86,23 +86,43 @@ void Ep::post_device_rma(TxOp &op, bool write)
 	op.done = op.len;
 }
 
-ssize_t Ep::rma(const RmaArgs &a)
+ssize_t Ep::rma(const RmaArgs &args)
 {
-	if (!enabled)
+	/* FI_INJECT and FI_REMOTE_CQ_DATA apply to writes (fi_rma(3)); a read ignores them,
+	 * as efa-direct does. */
+	RmaArgs a = args;
+	if (!a.write)
+		a.flags &= ~uint64_t(FI_INJECT | FI_REMOTE_CQ_DATA);
+	if (!enabled) {
+		EFA_WARN_ONCE(EpData, "an RMA operation before fi_enable: bind an AV and CQs, call fi_enable, then post");
 		return -FI_EOPBADSTATE;
+	}
 	if (!tx_cq)
 		return -FI_ENOCQ;
+	if (a.flags & ~kRmaFlags) {
+		EFA_WARN_ONCE(EpData, "fi_%smsg: flags %#lx are not RMA flags; drop them", a.write ? "write" : "read",
+			      (unsigned long)(a.flags & ~kRmaFlags));
+		return -FI_EINVAL;
+	}
 	if (a.count > kRdmIovLimit || (a.count && !a.iov) || a.rma_count != 1 || !a.rma) {
-		EFA_DBG(EpData, "RMA with %zu iovs and %zu remote iovs: the limits are %zu and 1", a.count, a.rma_count,
-			kRdmIovLimit);
+		EFA_WARN_ONCE(EpData,
+			      "RMA with %zu iovs and %zu remote iovs: tx_attr->iov_limit is %zu and rma_iov_limit 1; "
+			      "split the operation",
+			      a.count, a.rma_count, kRdmIovLimit);
 		return -FI_EINVAL;
 	}
 	const uint64_t len = iov_total(a.iov, a.count);
-	if (len > a.rma[0].len)
+	if (len > a.rma[0].len) {
+		EFA_WARN_ONCE(EpData, "RMA of %lu bytes to a remote iov of %lu bytes: the remote iov must cover the data",
+			      (unsigned long)len, (unsigned long)a.rma[0].len);
 		return -FI_EINVAL;
+	}
 	const bool inject = a.flags & FI_INJECT;
-	if (inject && (!a.write || len > inject_size))
+	if (inject && len > inject_size) {
+		EFA_WARN_ONCE(EpData, "inject of %lu bytes: more than tx_attr->inject_size (%zu); use fi_write",
+			      (unsigned long)len, inject_size);
 		return -FI_EMSGSIZE;
+	}
 	Peer *p = peer_for_addr(a.dest);
 	if (!p) {
 		Av::warn_unknown(a.dest);
@@ -209,21 +229,36 @@ void Ep::handle_read_rsp(Peer &p, const Parsed &pk)
 
 ssize_t Ep::atomic(const AtomicArgs &a)
 {
-	if (!enabled)
+	if (!enabled) {
+		EFA_WARN_ONCE(EpData, "an atomic before fi_enable: bind an AV and CQs, call fi_enable, then post");
 		return -FI_EOPBADSTATE;
+	}
 	if (!tx_cq)
 		return -FI_ENOCQ;
-	if (!atomic_valid(a.kind, a.op, a.dt))
-		return -FI_EOPNOTSUPP;
-	if (a.src_count > kRdmIovLimit || a.cmp_count > kRdmIovLimit || a.res_count > kRdmIovLimit ||
-	    a.rma_count != 1 || !a.rma || !a.count)
+	if (a.flags & ~kAtomicFlags) {
+		EFA_WARN_ONCE(EpData, "an atomic with flags %#lx that are not atomic flags; drop them",
+			      (unsigned long)(a.flags & ~kAtomicFlags));
 		return -FI_EINVAL;
+	}
+	if (!atomic_valid(a.kind, a.op, a.dt)) {
+		EFA_WARN_ONCE(EpData, "atomic op %d on datatype %d is not supported: ask fi_atomicvalid / "
+			      "fi_query_atomic first", int(a.op), int(a.dt));
+		return -FI_EOPNOTSUPP;
+	}
+	if (a.src_count > kRdmIovLimit || a.cmp_count > kRdmIovLimit || a.res_count > kRdmIovLimit ||
+	    a.rma_count != 1 || !a.rma || !a.count) {
+		EFA_WARN_ONCE(EpData, "an atomic of %zu elements with %zu/%zu/%zu iovs and %zu remote iovs: the count "
+			      "must be at least 1, iovs at most %zu, remote iovs 1",
+			      a.count, a.src_count, a.cmp_count, a.res_count, a.rma_count, kRdmIovLimit);
+		return -FI_EINVAL;
+	}
 	const size_t dts = atomic_datatype_size(a.dt);
 	const uint64_t bytes = uint64_t(a.count) * dts;
 	const bool has_operand = a.op != FI_ATOMIC_READ;
 	const bool compare = a.kind == AtomicKind::Compare;
 	if (bytes > rdm_limits(*dom->dev).max_atomic || a.rma[0].count < a.count) {
-		EFA_DBG(EpData, "atomic of %zu elements: more than fi_atomicvalid's count or the remote buffer", a.count);
+		EFA_WARN_ONCE(EpData, "atomic of %zu elements: more than fi_atomicvalid's count or the remote buffer; "
+			      "split it", a.count);
 		return -FI_EINVAL;
 	}
 	auto ioc_total = [dts](const fi_ioc *v, size_t n) {

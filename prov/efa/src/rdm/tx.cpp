@@ -67,18 +67,27 @@ size_t opt_len(const Peer &p, bool data) { return (p.hs_got ? 0 : sizeof(RawAddr
 
 ssize_t Ep::send(const SendArgs &a)
 {
-	if (!enabled)
+	if (!enabled) {
+		EFA_WARN_ONCE(EpData, "a send before fi_enable: bind an AV and CQs, call fi_enable, then post");
 		return -FI_EOPBADSTATE;
+	}
 	if (!tx_cq)
 		return -FI_ENOCQ;
+	if (a.flags & ~kSendFlags) {
+		EFA_WARN_ONCE(EpData, "fi_%ssendmsg: flags %#lx are not send flags; drop them", a.tagged ? "t" : "",
+			      (unsigned long)(a.flags & ~kSendFlags));
+		return -FI_EINVAL;
+	}
 	if (a.count > kRdmIovLimit || (a.count && !a.iov)) {
-		EFA_DBG(EpData, "%zu iovs: the limit is %zu", a.count, kRdmIovLimit);
+		EFA_WARN_ONCE(EpData, "%zu iovs: more than tx_attr->iov_limit (%zu); split the send", a.count,
+			      kRdmIovLimit);
 		return -FI_EINVAL;
 	}
 	const uint64_t len = iov_total(a.iov, a.count);
 	const bool inject = a.flags & FI_INJECT;
 	if (inject && len > inject_size) {
-		EFA_DBG(EpData, "inject of %lu bytes: inject_size is %zu", (unsigned long)len, inject_size);
+		EFA_WARN_ONCE(EpData, "inject of %lu bytes: more than tx_attr->inject_size (%zu); use fi_send",
+			      (unsigned long)len, inject_size);
 		return -FI_EMSGSIZE;
 	}
 	Peer *p = peer_for_addr(a.dest);
@@ -390,9 +399,11 @@ void Ep::complete_tx(TxOp &op)
 	snprintf(text, sizeof text, "%s (EFA status %u, peer %s)",
 		 op.prov_errno ? efa_status_msg(op.prov_errno) : fi_strerror(op.err), op.prov_errno,
 		 addr_to_string(op.peer->raw).c_str());
-	/* Clients dereference op_context of error entries: one without a context is only
-	 * logged. */
-	if (op.context)
+	/* An operation that asked for a completion gets its error entry, whatever its
+	 * context (NULL is a valid one: without the entry the caller waits forever). One
+	 * that asked for none (inject, selective completion) and has no context to name
+	 * is only logged. */
+	if (op.context || op.completion)
 		report_error(tx_cq, op.context, op.cq_flags, op.err, op.prov_errno, text, op.len, 0, nullptr, op.data,
 			     op.tag);
 	else

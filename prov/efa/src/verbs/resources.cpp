@@ -67,8 +67,9 @@ Result<Mr> Mr::reg(const Pd &pd, void *addr, size_t len, int access)
 		int err = errno_or(ENOMEM);
 		if (err == ENOMEM || err == EFAULT)
 			EFA_WARN(Mr,
-				 "cannot register %zu bytes at %p: %s; if this is the locked-memory limit, "
-				 "raise it (ulimit -l unlimited, or memlock in /etc/security/limits.conf)",
+				 "cannot register %zu bytes at %p: %s; either the device's registrations are "
+				 "used up (max_mr): close MRs you no longer need, or the locked-memory limit "
+				 "is reached: raise it (ulimit -l unlimited, or memlock in /etc/security/limits.conf)",
 				 len, addr, strerror(err));
 		else
 			EFA_WARN(Mr, "cannot register %zu bytes at %p (access %#x): %s", len, addr, access, strerror(err));
