@@ -22,6 +22,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -59,6 +62,24 @@ void dump_stats(const Runtime *rt)
 		s.engine_wakeups, s.poll_drains);
 }
 
+/* Set by an atexit handler registered when the first device opens (so it runs before
+ * the destructors of libraries loaded earlier, libfabric's among them). */
+std::atomic<bool> g_exiting{false};
+
+/* At exit: whether `m` is, or within 200 ms becomes, free (the engine holds it only
+ * briefly; a thread interrupted by a signal while holding it never lets go). */
+bool lock_comes_free(std::mutex &m)
+{
+	for (int i = 0; i < 200; i++) {
+		if (m.try_lock()) {
+			m.unlock();
+			return true;
+		}
+		std::this_thread::sleep_for(std::chrono::milliseconds(1));
+	}
+	return false;
+}
+
 bool faults_enabled()
 {
 	const Config &c = config();
@@ -84,7 +105,10 @@ void atfork_child()
 Runtime *Runtime::acquire(int index)
 {
 	static std::once_flag once;
-	std::call_once(once, [] { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); });
+	std::call_once(once, [] {
+		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+		atexit([] { g_exiting.store(true); });
+	});
 	std::lock_guard<std::mutex> g(g_rt_lock);
 	if (Runtime *rt = g_rt[index]) {
 		rt->refs++;
@@ -135,6 +159,14 @@ void Runtime::release(Runtime *rt)
 	}
 	rt->stop = true;
 	rt->kick();
+	if (g_exiting.load() && !lock_comes_free(rt->lock)) {
+		/* exit() from a signal handler that interrupted a thread inside the device
+		 * (libraries such as libinfinipath install such handlers): that thread holds
+		 * the lock the engine needs to stop, and never releases it. Joining would hang
+		 * the exit; the process is ending, so the engine and the memory stay. */
+		rt->engine.detach();
+		return;
+	}
 	rt->engine.join();
 	if (config().stats_dump)
 		dump_stats(rt);
