@@ -8,10 +8,11 @@
 # `make check` builds: prov/efa/fuzz/replay_<name> FILE).
 #
 #   contrib/fuzz.sh [SECONDS]      build, run every harness, print execs / cov / corpus
-#   contrib/fuzz.sh --seeds        regenerate prov/efa/fuzz/corpus/ with gen_corpus.cpp
+#   contrib/fuzz.sh --seeds        rewrite the generated seeds in prov/efa/fuzz/corpus/
 #
 # Environment: CXX_FUZZ (default clang++), FUZZ_HARNESSES (default all), FUZZ_DIR (build
-# and run directory, default a new one under ${TMPDIR:-/tmp}; kept for inspection).
+# and run directory, kept; default a new one under ${TMPDIR:-/tmp}, removed after a pass).
+# Exit: 0 pass, 1 a harness failed, 2 usage, 77 no clang (skip).
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,7 +31,8 @@ if [ "${1:-}" = "--seeds" ]; then
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/efa-seeds.XXXXXX")
 	"$cxx" -std=c++20 -O1 -g -fsanitize=address,undefined $inc "$src/gen_corpus.cpp" \
 		"$top/prov/efa/src/rdm/pkt.cpp" -o "$dir/gen_corpus"
-	for h in $all; do rm -rf "$src/corpus/$h"; done
+	# Rewrites the generator's named seeds; inputs merged in from long runs (named by
+	# their SHA-1) stay.
 	"$dir/gen_corpus" "$src/corpus"
 	for h in $all; do echo "$h: $(ls "$src/corpus/$h" | wc -l) seeds"; done
 	rm -rf "$dir"
@@ -39,6 +41,7 @@ fi
 
 secs=${1:-30}
 case $secs in *[!0-9]*|'') echo "usage: $0 [SECONDS] | --seeds" >&2; exit 2;; esac
+keep=${FUZZ_DIR:+1}
 dir=${FUZZ_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/efa-fuzz.XXXXXX")}
 mkdir -p "$dir"
 echo "fuzz.sh: $cxx, $secs s per harness, work directory $dir"
@@ -84,4 +87,6 @@ for h in $harnesses; do
 		done
 	fi
 done
+# A failed run keeps its work directory (crash inputs, logs); a passing one only if asked.
+[ $fail -ne 0 ] || [ -n "$keep" ] || rm -rf "$dir"
 exit $fail
