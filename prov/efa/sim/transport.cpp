@@ -698,7 +698,7 @@ uint16_t slid_for(Runtime *rt, Qp *qp, const Gid &gid, Cqe &e)
 void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const sockaddr_in &from)
 {
 	Parsed pk;
-	if (!parse(buf, len, pk) || pk.hdr->dst_qpn != qp->qpn) {
+	if (!parse(buf, len, pk) || pk.hdr->dst_qpn != qp->qpn || !check_body(pk, config().mtu, config().segment)) {
 		stats.malformed++;
 		return;
 	}
@@ -813,11 +813,7 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 		const Profile &prof = *config().profile;
 		switch (h->type) {
 		case PKT_SEND: {
-			const auto *b = reinterpret_cast<const SendBody *>(pk.body);
-			if (b->msg_len != pk.payload_len || pk.payload_len > config().mtu) {
-				stats.malformed++;
-				return;
-			}
+			const auto *b = reinterpret_cast<const SendBody *>(pk.body); /* check_body()ed */
 			if (!qp->rq_count) {
 				status = EFA_REMOTE_RNR;
 				break;
@@ -851,12 +847,7 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 			break;
 		}
 		case PKT_WRITE: {
-			const auto *b = reinterpret_cast<const WriteBody *>(pk.body);
-			if (b->offset > b->total_len || pk.payload_len > b->total_len - b->offset ||
-			    pk.payload_len > config().segment) {
-				stats.malformed++;
-				return;
-			}
+			const auto *b = reinterpret_cast<const WriteBody *>(pk.body); /* check_body()ed */
 			if (!(prof.device_caps & EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE)) {
 				status = EFA_REMOTE_FEATURE_MISMATCH;
 				break;
@@ -944,8 +935,7 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 			if (b->reserved) {
 				op.status = uint8_t(b->reserved);
 				op.bytes_to_recv = 0;
-			} else if (b->offset > op.len || pk.payload_len > op.len - b->offset ||
-				   pk.payload_len > op.bytes_to_recv) {
+			} else if (!read_resp_fits(b->offset, pk.payload_len, op.len, op.bytes_to_recv)) {
 				stats.malformed++;
 				return;
 			} else if (!scatter(this, qp->pd, op.sge, op.nsge, b->offset, pk.payload, pk.payload_len)) {

@@ -149,6 +149,59 @@ inline bool parse(const uint8_t *buf, size_t len, Parsed &out)
 	return true;
 }
 
+/*
+ * The status a NAK or an erring READ_RESP carries: one of the EFA completion codes a
+ * responder reports (sim.h's EfaStatus: REMOTE_BAD_ADDRESS 7, REMOTE_ABORT 8,
+ * REMOTE_BAD_DEST_QPN 9, REMOTE_RNR 10, REMOTE_BAD_LENGTH 11, REMOTE_BAD_STATUS 12,
+ * REMOTE_UNKNOWN_PEER 14, REMOTE_FEATURE_MISMATCH 18). Anything else, success included,
+ * would let a forged packet complete or fail a request with a code no device gives.
+ */
+inline constexpr bool is_remote_status(uint32_t s)
+{
+	return (s >= 7 && s <= 12) || s == 14 || s == 18;
+}
+
+/*
+ * The per-type rules of a parsed datagram's body that need no QP state, only the
+ * device's limits (EFASIM_MTU, EFASIM_SEGMENT). The runtime applies them before the
+ * datagram touches any channel or QP; a datagram that breaks one is malformed.
+ */
+inline bool check_body(const Parsed &pk, uint32_t mtu, uint32_t segment)
+{
+	switch (pk.hdr->type) {
+	case PKT_NAK: {
+		NakBody b;
+		std::memcpy(&b, pk.body, sizeof b);
+		return is_remote_status(b.status);
+	}
+	case PKT_SEND: {
+		SendBody b;
+		std::memcpy(&b, pk.body, sizeof b);
+		return b.msg_len == pk.payload_len && pk.payload_len <= mtu;
+	}
+	case PKT_WRITE: {
+		WriteBody b;
+		std::memcpy(&b, pk.body, sizeof b);
+		return b.offset <= b.total_len && pk.payload_len <= b.total_len - b.offset &&
+		       pk.payload_len <= segment && b.last <= 1;
+	}
+	case PKT_READ_RESP: {
+		ReadRespBody b;
+		std::memcpy(&b, pk.body, sizeof b);
+		/* reserved != 0: the responder refused the read; no data then. */
+		return b.reserved ? is_remote_status(b.reserved) && !pk.payload_len : pk.payload_len <= segment;
+	}
+	default: return true;
+	}
+}
+
+/* Whether a READ_RESP segment fits the read it answers: op_len bytes in all, of which
+ * to_recv have not arrived yet. */
+inline constexpr bool read_resp_fits(uint64_t offset, uint64_t payload_len, uint64_t op_len, uint64_t to_recv)
+{
+	return offset <= op_len && payload_len <= op_len - offset && payload_len <= to_recv;
+}
+
 /* Serial-number comparison (RFC 1982) for 32-bit sequence numbers and epochs. */
 inline constexpr bool seq_lt(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
 inline constexpr bool seq_le(uint32_t a, uint32_t b) { return int32_t(a - b) <= 0; }

@@ -413,3 +413,65 @@ Test(pkt, names)
 	cr_assert_str_eq(pkt_type_name(PktType(200)), "UNKNOWN");
 	cr_assert_str_eq(parse_error_str(ParseError::IovCount), "RMA iov count out of range");
 }
+
+/* decode_handshake (protocol.md section 4): what the endpoint keeps of a HANDSHAKE, and
+ * each rule that makes it refuse one. */
+Test(pkt, handshake_decoding_keeps_known_features_and_refuses_lies)
+{
+	const RawAddr a = some_addr();
+	auto build = [&](Buf &b, uint64_t features, uint32_t mtu, uint32_t window, uint32_t conn, bool with_addr) {
+		PktWriter w(b.b, sizeof b.b);
+		auto *h = w.header<HandshakeHdr>(PktType::Handshake, conn, with_addr ? kFlagRawAddr : 0);
+		h->features = features;
+		h->max_payload = mtu;
+		h->rx_window = window;
+		if (with_addr)
+			w.raw_addr(a);
+		return w.size();
+	};
+	Buf b;
+	Parsed p;
+	HandshakeInfo hs;
+	size_t n = build(b, kFeatRdmaRead | kFeatDeliveryComplete | (1ull << 50), 8928, 16384, a.qkey, true);
+	cr_assert_eq(parse(b.b, n, p), ParseError::None);
+	cr_assert_eq(decode_handshake(p, hs), ParseError::None);
+	cr_assert_eq(hs.features, kFeatRdmaRead | kFeatDeliveryComplete, "an unknown bit is dropped");
+	cr_assert_eq(hs.max_payload, 8928u);
+	cr_assert_eq(hs.rx_window, 16384u);
+	cr_assert(hs.addr == a);
+
+	n = build(b, 0, 56, 16, a.qkey, true); /* the smallest values allowed */
+	cr_assert_eq(parse(b.b, n, p), ParseError::None);
+	cr_assert_eq(decode_handshake(p, hs), ParseError::None);
+	n = build(b, 0, 8928, 1u << 30, a.qkey, true);
+	cr_assert_eq(parse(b.b, n, p), ParseError::None);
+	cr_assert_eq(decode_handshake(p, hs), ParseError::None);
+
+	struct {
+		uint32_t mtu, window, conn;
+		bool with_addr;
+		ParseError want;
+	} bad[] = {
+		{8928, 16384, a.qkey, false, ParseError::Addr},	   /* no RAW_ADDR */
+		{8928, 16384, a.qkey + 1, true, ParseError::Addr}, /* conn is not the address's QKEY */
+		{0, 16384, a.qkey, true, ParseError::Length},
+		{55, 16384, a.qkey, true, ParseError::Length}, /* smaller than this handshake */
+		{8928, 0, a.qkey, true, ParseError::Length},
+		{8928, 8, a.qkey, true, ParseError::Length},
+		{8928, 1000, a.qkey, true, ParseError::Length}, /* not a power of two */
+		{8928, 1u << 31, a.qkey, true, ParseError::Length},
+	};
+	for (const auto &x : bad) {
+		n = build(b, kFeatRdmaRead, x.mtu, x.window, x.conn, x.with_addr);
+		cr_assert_eq(parse(b.b, n, p), ParseError::None);
+		hs.features = 0xdead;
+		cr_assert_eq(decode_handshake(p, hs), x.want, "mtu %u window %u conn %#x addr %d", x.mtu, x.window,
+			     x.conn, x.with_addr);
+		cr_assert_eq(hs.features, 0xdeadu, "a refused handshake leaves the output alone");
+	}
+	/* Only a HANDSHAKE is one. */
+	PktWriter w(b.b, sizeof b.b);
+	w.header<EorHdr>(PktType::Eor, 1);
+	cr_assert_eq(parse(b.b, w.size(), p), ParseError::None);
+	cr_assert_eq(decode_handshake(p, hs), ParseError::Type);
+}

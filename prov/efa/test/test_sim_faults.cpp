@@ -5,8 +5,11 @@
  * peer that dies or never existed.
  */
 #include "simtest.h"
+#include "../sim/wire.h"
 
+#include <chrono>
 #include <set>
+#include <thread>
 
 using namespace simtest;
 
@@ -245,4 +248,115 @@ Test(sim_faults, flush_on_error_state)
 		cr_assert_eq(e.status, IBV_WC_WR_FLUSH_ERR);
 		cr_assert_eq(e.vendor_err, 1u);
 	}
+}
+
+/* ------------------------------------------------------------------ malformed datagrams */
+
+namespace {
+
+/* A datagram of `type` to `to` whose header is valid and claims to come from `from_qpn`
+ * on `gid`, with `body` and `payload` bytes after it. */
+std::vector<uint8_t> forged(const Addr &to, const ibv_gid &gid, uint16_t from_qpn, uint8_t type, uint8_t flags,
+			    const void *body, size_t bsz, size_t payload)
+{
+	efasim::WireHdr h{};
+	h.magic = efasim::kWireMagic;
+	h.version = efasim::kWireVersion;
+	h.type = type;
+	h.flags = flags;
+	h.src_qpn = from_qpn;
+	h.dst_qpn = uint16_t(to.qpn);
+	h.qkey = to.qkey;
+	memcpy(h.src_gid, gid.raw, 16);
+	h.epoch = 1;
+	h.seq = 0;
+	h.snd_una = 0;
+	h.body_len = uint32_t(bsz + payload);
+	std::vector<uint8_t> d(sizeof h + bsz + payload, 0x5a);
+	memcpy(d.data(), &h, sizeof h);
+	memcpy(d.data() + sizeof h, body, bsz);
+	return d;
+}
+
+} // namespace
+
+/*
+ * Datagrams the device must not trust, sent to a QP's UDP port from a socket whose
+ * address matches the GID/QPN they claim (so only the parser and the body checks stand
+ * between them and the QP): each is dropped and counted in stats.malformed, none
+ * consumes the posted receive, and the QP then receives a real send intact.
+ */
+Test(sim_faults, malformed_datagrams_are_dropped_and_counted)
+{
+	Node a(NodeOpts{.rq = 4});
+	Node b;
+	uint8_t rx[256] = {}, tx[64];
+	ibv_mr *mrx = a.reg(rx, sizeof rx);
+	ibv_mr *mtx = b.reg(tx, sizeof tx);
+	cr_assert_eq(a.post_recv(mrx, rx, sizeof rx, 77), 0);
+
+	/* The QP's port: the GID's port base + QPN, on the GID's IPv4 address. */
+	sockaddr_in qpa{};
+	qpa.sin_family = AF_INET;
+	qpa.sin_port = htons(uint16_t((a.self.gid.raw[4] << 8 | a.self.gid.raw[5]) + a.self.qpn));
+	memcpy(&qpa.sin_addr.s_addr, &a.self.gid.raw[12], 4);
+	const int s = socket(AF_INET, SOCK_DGRAM, 0);
+	cr_assert_geq(s, 0);
+	sockaddr_in me{};
+	me.sin_family = AF_INET;
+	memcpy(&me.sin_addr.s_addr, &a.self.gid.raw[12], 4);
+	cr_assert_eq(bind(s, reinterpret_cast<sockaddr *>(&me), sizeof me), 0);
+	socklen_t ml = sizeof me;
+	cr_assert_eq(getsockname(s, reinterpret_cast<sockaddr *>(&me), &ml), 0);
+	const uint32_t base = uint32_t(a.self.gid.raw[4] << 8 | a.self.gid.raw[5]);
+	const uint32_t port = ntohs(me.sin_port);
+	cr_assert_gt(port, base, "ephemeral port %u below the device's port base %u", port, base);
+	const uint16_t my_qpn = uint16_t(port - base); /* the QPN whose address this socket has */
+
+	std::vector<std::vector<uint8_t>> bad;
+	bad.push_back(std::vector<uint8_t>(10, 0xff));		      /* shorter than a header */
+	bad.push_back(std::vector<uint8_t>(200, 0x00));		      /* no magic */
+	efasim::SendBody sb{};
+	sb.msg_len = 100;
+	bad.push_back(forged(a.self, a.self.gid, my_qpn, efasim::PKT_SEND, 0, &sb, sizeof sb, 50)); /* length lie */
+	efasim::WriteBody wb{};
+	wb.total_len = 16;
+	wb.offset = 32;
+	bad.push_back(forged(a.self, a.self.gid, my_qpn, efasim::PKT_WRITE, 0, &wb, sizeof wb, 8)); /* past the end */
+	efasim::NakBody nb{};
+	nb.status = 0; /* a NAK that would complete a send successfully */
+	bad.push_back(forged(a.self, a.self.gid, my_qpn, efasim::PKT_NAK, efasim::PF_ACK, &nb, sizeof nb, 0));
+	efasim::ReadRespBody rb{};
+	rb.reserved = 0x100; /* an error status that truncates to success */
+	bad.push_back(forged(a.self, a.self.gid, my_qpn, efasim::PKT_READ_RESP, 0, &rb, sizeof rb, 0));
+	std::vector<uint8_t> lie = forged(a.self, a.self.gid, my_qpn, efasim::PKT_SEND, 0, &sb, sizeof sb, 100);
+	lie.pop_back(); /* body_len says one byte more than the datagram has */
+	bad.push_back(lie);
+
+	const efasim_stats before = a.stats();
+	for (const auto &d : bad)
+		cr_assert_eq(sendto(s, d.data(), d.size(), 0, reinterpret_cast<sockaddr *>(&qpa), sizeof qpa),
+			     ssize_t(d.size()));
+	close(s);
+	/* The counter is the observable: wait (bounded) until it has seen them all. */
+	auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+	while (a.stats().malformed - before.malformed < bad.size() && std::chrono::steady_clock::now() < end)
+		std::this_thread::yield();
+
+	/* Then a real send: the QP still works, and its one receive was not consumed. */
+	fill(tx, sizeof tx, 9);
+	cr_assert_eq(b.post(IBV_WR_SEND, b.ah_for(a.self), a.self, mtx, tx, sizeof tx, 1), 0);
+	auto c = a.wait(1);
+	cr_assert_eq(c.size(), 1u, "the QP received nothing after the malformed datagrams");
+	cr_assert_eq(c[0].status, IBV_WC_SUCCESS, "vendor %u", c[0].vendor_err);
+	cr_assert_eq(c[0].wr_id, 77u);
+	cr_assert_eq(c[0].opcode, IBV_WC_RECV);
+	cr_assert_eq(c[0].byte_len, sizeof tx);
+	cr_assert(check(rx, sizeof tx, 9));
+	auto sc = b.wait(1);
+	cr_assert_eq(sc.size(), 1u);
+	cr_assert_eq(sc[0].status, IBV_WC_SUCCESS);
+	const efasim_stats after = a.stats();
+	cr_assert_eq(after.malformed - before.malformed, bad.size(), "malformed %lu of %zu",
+		     (unsigned long)(after.malformed - before.malformed), bad.size());
 }

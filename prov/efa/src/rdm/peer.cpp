@@ -227,10 +227,22 @@ bool Ep::send_handshake(Peer &p)
 
 void Ep::handle_handshake(Peer &p, const Parsed &pk)
 {
-	const HandshakeHdr &h = pk.as<HandshakeHdr>();
+	HandshakeInfo hs;
+	const ParseError e = decode_handshake(pk, hs);
+	if (e != ParseError::None) {
+		/* Not trusted: the peer stays without features (baseline protocols only). */
+		dropped_malformed++;
+		if (!warned_malformed) {
+			warned_malformed = true;
+			EFA_WARN(EpData, "malformed HANDSHAKE from %s: %s; dropped (peers must run the same protocol "
+				 "version; further malformed packets are counted, not logged)",
+				 addr_to_string(p.raw).c_str(), parse_error_str(e));
+		}
+		return;
+	}
 	p.hs_got = true;
-	p.features = h.features;
-	p.max_payload = h.max_payload;
+	p.features = hs.features;
+	p.max_payload = hs.max_payload;
 }
 
 /* ------------------------------------------------------------------ posting */

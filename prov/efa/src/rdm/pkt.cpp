@@ -79,6 +79,7 @@ const char *parse_error_str(ParseError e)
 	case ParseError::Flags: return "flag not allowed for the packet type";
 	case ParseError::Length: return "length or offset inconsistent with the packet";
 	case ParseError::IovCount: return "RMA iov count out of range";
+	case ParseError::Addr: return "handshake without a consistent sender address";
 	}
 	return "?";
 }
@@ -233,6 +234,28 @@ ParseError parse(const void *buf, size_t len, Parsed &out)
 		break;
 	}
 	}
+	out = r;
+	return ParseError::None;
+}
+
+ParseError decode_handshake(const Parsed &pk, HandshakeInfo &out)
+{
+	if (pk.type != PktType::Handshake)
+		return ParseError::Type;
+	/* Section 4: RAW_ADDR is always set on a HANDSHAKE, and names the sender's QKEY. */
+	if (!pk.raw_addr || pk.raw_addr->qkey != pk.base->conn)
+		return ParseError::Addr;
+	const HandshakeHdr &h = pk.as<HandshakeHdr>();
+	/* The sender's device carried this very packet: a smaller MTU is a lie. */
+	if (h.max_payload < sizeof(HandshakeHdr) + sizeof(RawAddr))
+		return ParseError::Length;
+	if (!std::has_single_bit(h.rx_window) || h.rx_window < 16 || h.rx_window > (1u << 30))
+		return ParseError::Length;
+	HandshakeInfo r;
+	r.features = h.features & kFeatKnown;
+	r.max_payload = h.max_payload;
+	r.rx_window = h.rx_window;
+	std::memcpy(&r.addr, pk.raw_addr, sizeof r.addr);
 	out = r;
 	return ParseError::None;
 }

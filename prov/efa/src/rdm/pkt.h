@@ -65,6 +65,7 @@ enum : uint64_t {
 	kFeatRdmaWrite = 1ull << 1,
 	kFeatUnsolicitedWriteRecv = 1ull << 2,
 	kFeatDeliveryComplete = 1ull << 3,
+	kFeatKnown = kFeatRdmaRead | kFeatRdmaWrite | kFeatUnsolicitedWriteRecv | kFeatDeliveryComplete,
 };
 
 /* The most RMA iovs one request may carry. */
@@ -300,6 +301,7 @@ enum class ParseError {
 	Flags,	   /* a flag the type does not allow */
 	Length,	   /* a length or offset inconsistent with the packet or the message */
 	IovCount,  /* too many RMA iovs */
+	Addr,	   /* HANDSHAKE: no sender address, or one that contradicts the header */
 };
 
 const char *parse_error_str(ParseError e);
@@ -326,6 +328,26 @@ struct Parsed {
  * `out`, or the first rule the packet breaks.
  */
 ParseError parse(const void *buf, size_t len, Parsed &out);
+
+/* The message id of an ordered REQ (is_ordered(pk.type)). */
+inline uint32_t msg_id_of(const Parsed &pk)
+{
+	return pk.type == PktType::AtomicReq ? pk.as<AtomicReqHdr>().msg_id : pk.as<RtmHdr>().msg_id;
+}
+
+/* What a HANDSHAKE says about its sender (section 4), once checked. */
+struct HandshakeInfo {
+	uint64_t features;    /* the bits this version knows; later versions' bits are dropped */
+	uint32_t max_payload; /* at least the size of the handshake that announced it */
+	uint32_t rx_window;   /* a power of two in [16, 2^30], as FI_EFA_RECVWIN_SIZE is clamped */
+	RawAddr addr;	      /* the sender's address; its QKEY is the packet's conn */
+};
+
+/*
+ * Interprets a HANDSHAKE that parse() accepted. The only code that reads a handshake's
+ * fields: the endpoint keeps what this returns, the fuzz harness runs it on random bytes.
+ */
+ParseError decode_handshake(const Parsed &pk, HandshakeInfo &out);
 
 } // namespace efa::rdm
 

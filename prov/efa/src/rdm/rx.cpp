@@ -116,15 +116,6 @@ void Ep::dispatch(Peer &p, Pkt *pkt, const Parsed &pk)
 	}
 }
 
-namespace {
-
-uint32_t msg_id_of(const Parsed &pk)
-{
-	return pk.type == PktType::AtomicReq ? pk.as<AtomicReqHdr>().msg_id : pk.as<RtmHdr>().msg_id;
-}
-
-} // namespace
-
 void Ep::ordered_req(Peer &p, Pkt *pkt, const Parsed &pk)
 {
 	const uint32_t id = msg_id_of(pk);

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * A received HANDSHAKE (docs/protocol.md section 4) through the code the endpoint runs:
+ * parse(), then decode_handshake() (Ep::handle_handshake keeps only what it returns).
+ * An accepted handshake announces only known features, a window the reorder buffer
+ * accepts and an MTU that fits the packet itself; encoding the decoded values again the
+ * way Ep::send_handshake does gives a packet that decodes to the same values.
+ */
+#include "fuzz.h"
+
+#include "rdm/pkt.h"
+
+#include <bit>
+
+using namespace efa::rdm;
+using efa::fuzz::consume;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	auto buf = efa::fuzz::exact_copy(data, size);
+	Parsed pk;
+	if (parse(buf.get(), size, pk) != ParseError::None)
+		return 0;
+	HandshakeInfo hs;
+	const ParseError e = decode_handshake(pk, hs);
+	FUZZ_CHECK(e != ParseError::None || pk.type == PktType::Handshake);
+	if (e != ParseError::None)
+		return 0;
+	consume(hs);
+	FUZZ_CHECK(!(hs.features & ~uint64_t(kFeatKnown)));
+	FUZZ_CHECK(std::has_single_bit(hs.rx_window) && hs.rx_window >= 16 && hs.rx_window <= (1u << 30));
+	FUZZ_CHECK(hs.max_payload >= size);
+	FUZZ_CHECK(hs.addr.qkey == pk.base->conn);
+
+	/* Round trip through the writer Ep::send_handshake uses. */
+	alignas(8) uint8_t out[sizeof(HandshakeHdr) + sizeof(efa::RawAddr)];
+	PktWriter w(out, sizeof out);
+	HandshakeHdr *h = w.header<HandshakeHdr>(PktType::Handshake, hs.addr.qkey, kFlagRawAddr);
+	FUZZ_CHECK(h != nullptr);
+	h->features = hs.features;
+	h->max_payload = hs.max_payload;
+	h->rx_window = hs.rx_window;
+	FUZZ_CHECK(w.raw_addr(hs.addr) && w.ok() && w.size() == sizeof out);
+	Parsed pk2;
+	HandshakeInfo hs2;
+	FUZZ_CHECK(parse(out, w.size(), pk2) == ParseError::None);
+	FUZZ_CHECK(decode_handshake(pk2, hs2) == ParseError::None);
+	FUZZ_CHECK(hs2.features == hs.features && hs2.max_payload == hs.max_payload &&
+		   hs2.rx_window == hs.rx_window && hs2.addr == hs.addr);
+	return 0;
+}
