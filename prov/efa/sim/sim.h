@@ -15,7 +15,8 @@
  *   TxJob (SendOp | ReadResp)                   something that emits packets to a Peer
  *
  * Locking: Runtime::lock protects all device state. Lock order is
- *   Cq::poll_lock -> Qp::send_lock -> Runtime::lock -> CompChannel::lock.
+ *   Cq::poll_lock -> Qp::send_lock -> Runtime::lock -> CompChannel::lock
+ * (send_lock is a spinlock held from ibv_wr_start to ibv_wr_complete, as in rdma-core).
  * CQ rings are single-producer (a holder of Runtime::lock) single-consumer (the holder of
  * Cq::poll_lock), so an application thread iterating a CQ never blocks the device, and may
  * post work while it iterates.
@@ -74,6 +75,23 @@ dma_copy(void *dst, const void *src, size_t len)
 #else
 inline void dma_copy(void *dst, const void *src, size_t len) { std::memcpy(dst, src, len); }
 #endif
+
+/* The lock ibv_wr_start takes and ibv_wr_complete releases, a spinlock as in rdma-core's
+ * providers: held between calls, and released by whichever thread completes the batch.
+ * A provider that serialises its posts itself may open a batch in one thread (FI_MORE)
+ * and ring the doorbell from another (FI_THREAD_SAFE), which a std::mutex forbids. */
+class SpinLock {
+public:
+	void lock()
+	{
+		while (locked_.exchange(true, std::memory_order_acquire))
+			std::this_thread::yield();
+	}
+	void unlock() { locked_.store(false, std::memory_order_release); }
+
+private:
+	std::atomic<bool> locked_{false};
+};
 
 /* ------------------------------------------------------------------ EFA status codes */
 /* The CQE status codes of EFA devices (vendor_err). shared/reference/efa-device-facts.md */
@@ -417,7 +435,7 @@ struct Qp {
 	int sq_sig_all;
 	ibv_qp_cap cap;
 	/* work request building: wr_start .. wr_complete hold send_lock */
-	std::mutex send_lock;
+	SpinLock send_lock;
 	std::vector<WrDesc> *batch;
 	int session_err;
 	/* send queue (Runtime::lock) */

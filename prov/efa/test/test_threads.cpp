@@ -6,8 +6,9 @@
  *
  *  - registers fresh local buffers (fi_mr_reg) and closes them at the end of the round,
  *  - posts an untagged receive on the peer endpoint and, on efa, a tagged receive for
- *    a tag only it uses; then the matching sends (fi_send, fi_inject every fourth
- *    round, fi_tsend) from its own endpoint,
+ *    a tag only it uses; then the matching sends (fi_sendmsg, with FI_MORE every other
+ *    round, so that a batch one thread opens another may complete; fi_inject every
+ *    fourth round; fi_tsend) from its own endpoint,
  *  - writes a pattern into its region of the peer's memory (fi_write), reads it back
  *    (fi_read) and compares both the peer's memory and what came back,
  *  - reads both CQs (fi_cq_read) until its operations are complete: a completion goes
@@ -297,7 +298,18 @@ void worker(uint32_t t)
 			if (!post("fi_inject", [&] { return fi_inject(me.ep, sbuf.data(), len, peer.addr); }))
 				return;
 		} else {
-			if (!post("fi_send", [&] { return fi_send(me.ep, sbuf.data(), len, fi_mr_desc(smr), peer.addr, &send.ctx); }))
+			/* Every other round with FI_MORE: the next post of any thread rings the
+			 * doorbell (this thread's own fi_tsend or fi_write at the latest). */
+			iovec iov{sbuf.data(), len};
+			void *desc = fi_mr_desc(smr);
+			fi_msg msg{};
+			msg.msg_iov = &iov;
+			msg.desc = &desc;
+			msg.iov_count = 1;
+			msg.addr = peer.addr;
+			msg.context = &send.ctx;
+			const uint64_t flags = seq % 2 ? 0 : FI_MORE;
+			if (!post("fi_sendmsg", [&] { return fi_sendmsg(me.ep, &msg, flags); }))
 				return;
 			w->expected += 1;
 		}
