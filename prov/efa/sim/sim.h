@@ -15,7 +15,8 @@
  *   TxJob (SendOp | ReadResp)                   something that emits packets to a Peer
  *
  * Locking: Runtime::lock protects all device state. Lock order is
- *   Cq::poll_lock -> Qp::send_lock -> Runtime::lock -> CompChannel::lock.
+ *   Cq::poll_lock -> Qp::send_lock -> Runtime::lock -> CompChannel::lock
+ * (send_lock is a spinlock held from ibv_wr_start to ibv_wr_complete, as in rdma-core).
  * CQ rings are single-producer (a holder of Runtime::lock) single-consumer (the holder of
  * Cq::poll_lock), so an application thread iterating a CQ never blocks the device, and may
  * post work while it iterates.
@@ -34,6 +35,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -52,6 +54,44 @@ inline uint64_t now_ns()
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
+
+/* The device's DMA: placing an RDMA write's data in the target's memory, and reading
+ * application memory to transmit it (sendmsg straight from registered buffers). On
+ * hardware ThreadSanitizer does not see these accesses, and under it the software
+ * device keeps them out of its sight too: what orders them with the application's
+ * accesses is the network (a peer's completion, then its next request), which no
+ * tool in one process can see; and a target may poll memory that an RDMA write fills
+ * without any completion. The device's own state, the CQ rings, receive buffers and
+ * RDMA read results stay instrumented. Other builds copy with memcpy. */
+#if defined(__SANITIZE_THREAD__)
+__attribute__((no_sanitize("thread"), noinline, optimize("no-tree-loop-distribute-patterns"))) inline void
+dma_copy(void *dst, const void *src, size_t len)
+{
+	auto *d = static_cast<uint8_t *>(dst);
+	auto *s = static_cast<const uint8_t *>(src);
+	for (size_t i = 0; i < len; i++)
+		d[i] = s[i];
+}
+#else
+inline void dma_copy(void *dst, const void *src, size_t len) { std::memcpy(dst, src, len); }
+#endif
+
+/* The lock ibv_wr_start takes and ibv_wr_complete releases, a spinlock as in rdma-core's
+ * providers: held between calls, and released by whichever thread completes the batch.
+ * A provider that serialises its posts itself may open a batch in one thread (FI_MORE)
+ * and ring the doorbell from another (FI_THREAD_SAFE), which a std::mutex forbids. */
+class SpinLock {
+public:
+	void lock()
+	{
+		while (locked_.exchange(true, std::memory_order_acquire))
+			std::this_thread::yield();
+	}
+	void unlock() { locked_.store(false, std::memory_order_release); }
+
+private:
+	std::atomic<bool> locked_{false};
+};
 
 /* ------------------------------------------------------------------ EFA status codes */
 /* The CQE status codes of EFA devices (vendor_err). shared/reference/efa-device-facts.md */
@@ -397,7 +437,7 @@ struct Qp {
 	int sq_sig_all;
 	ibv_qp_cap cap;
 	/* work request building: wr_start .. wr_complete hold send_lock */
-	std::mutex send_lock;
+	SpinLock send_lock;
 	std::vector<WrDesc> *batch;
 	int session_err;
 	/* send queue (Runtime::lock) */

@@ -869,7 +869,7 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 				break;
 			}
 			if (pk.payload_len)
-				std::memcpy(dst + b->offset, pk.payload, pk.payload_len);
+				dma_copy(dst + b->offset, pk.payload, pk.payload_len);
 			stats.rdma_write_bytes += pk.payload_len;
 			if (imm) {
 				Cqe e{};

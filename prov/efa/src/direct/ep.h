@@ -45,14 +45,19 @@ public:
 	void init(size_t n, uint8_t *bounce, size_t bounce_size);
 	Op *get();
 	void put(Op *op);
-	size_t in_use() const { return in_use_; }
+	/* fi_tx/rx_size_left read it while other threads post and complete. */
+	size_t in_use() const
+	{
+		std::lock_guard<std::mutex> g(lock_);
+		return in_use_;
+	}
 	size_t capacity() const { return ops_.size(); }
 
 private:
 	std::vector<Op> ops_;
 	Op *free_ = nullptr;
 	size_t in_use_ = 0;
-	std::mutex lock_;
+	mutable std::mutex lock_;
 };
 
 struct Ep;

@@ -134,8 +134,17 @@ int ep_control(fid_t f, int command, void *arg)
 		return -FI_EINVAL;
 	switch (command) {
 	case FI_ENABLE: {
+		{
+			std::lock_guard<std::mutex> g(ep->lock);
+			if (int r = ep->enable())
+				return r;
+		}
+		/* The completion path takes a CQ's lock, then the endpoint's: attach to the
+		 * CQs (their locks) without holding the endpoint's. */
+		ep->attach(&ep->hook);
 		std::lock_guard<std::mutex> g(ep->lock);
-		return ep->enable();
+		ep->start();
+		return 0;
 	}
 	case FI_GETOPSFLAG:
 	case FI_SETOPSFLAG: {
@@ -311,7 +320,7 @@ fi_ops_cm g_cm_ops = {
 
 int Ep::enable()
 {
-	if (enabled)
+	if (enabled || enabling)
 		return -FI_EINVAL;
 	if (int r = check_bindings())
 		return r;
@@ -388,13 +397,20 @@ int Ep::enable()
 	sq_depth = uint32_t(ntx);
 	txops.set_cap(info->tx_attr->size);
 	rxops.set_cap(info->rx_attr->size);
-	attach(&hook);
+	enabling = true;
+	return 0;
+}
+
+void Ep::start()
+{
 	while (Pkt *p = rx_pkts.get())
 		repost(p);
+	enabling = false;
 	enabled = true;
+	const verbs::Device &dev = *dom->dev;
+	const size_t ntx = sq_depth, nrx = rx_pkts.count();
 	EFA_DBG(EpCtrl, "efa endpoint on %s: QP %u, qkey %#x, MTU %zu, %zu tx / %zu rx packets, inject %zu",
 		dev.name().c_str(), qp.qpn(), qkey, mtu, ntx, nrx, inject_size);
-	return 0;
 }
 
 int Ep::close()

@@ -370,7 +370,11 @@ struct Ep : EpBase {
 	uint64_t dropped_malformed = 0, dropped_unknown = 0, dropped_dup = 0, rnr_resends = 0;
 	bool warned_malformed = false;
 
+	/* fi_enable: enable() sets up the QP and packets (endpoint lock held); the caller
+	 * then attaches to the CQs without it, and start() posts the receive buffers. */
 	int enable();
+	void start();
+	bool enabling = false;
 	int close();
 
 	/* rdm/tx.cpp */

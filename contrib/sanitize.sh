@@ -1,0 +1,163 @@
+#!/bin/sh
+# Builds a copy of the tree with sanitizers and runs a subset of the tests under them;
+# any sanitizer report fails the run. The normal in-tree build is not touched.
+#
+#   contrib/sanitize.sh address   AddressSanitizer + UndefinedBehaviorSanitizer
+#   contrib/sanitize.sh thread    ThreadSanitizer
+#
+# The copy: the files git knows (tracked, and new ones it does not ignore) or, without
+# git, the whole tree less build outputs, in SANITIZE_DIR (default: a new directory
+# under ${TMPDIR:-/tmp}, removed afterwards unless SANITIZE_KEEP=1). Then
+# ./configure --enable-sanitize=..., make, and:
+#
+#   address: every Criterion suite, fabtests/run_suite.sh (efa-direct) and
+#            fabtests/run_suite_rdm.sh (efa)
+#   thread:  prov/efa/test/test_threads (FI_THREAD_SAFE stress, both fabrics),
+#            fabtests/run_suite.sh ft_msg ft_rma ft_cntr and run_suite_rdm.sh ft_tagged
+#            ft_rdm_rma ft_atomic. No Criterion suite: Criterion's runner cannot start
+#            under TSan ("Could not initialize inheritable arena", Criterion issue
+#            #274), which is why test_threads is a plain program.
+#
+# SANITIZE_TESTS (Criterion programs, e.g. "prov/efa/test/test_threads") and
+# SANITIZE_FT / SANITIZE_FT_RDM (fabtests names, "none" for none) replace a subset.
+# A report makes the program exit non-zero (halt_on_error, exitcode 66 for TSan),
+# which fails its test. libfabric's fi_info (not built here) loads the sanitized
+# provider, so it runs with the runtime preloaded (a wrapper first in PATH).
+#
+# Exit status: 0 clean, 1 a build step or a test failed, 2 usage.
+set -u
+
+mode=${1:-}
+case "$mode" in
+address) sanitize=address,undefined runtimes="libasan.so libubsan.so" ;;
+thread) sanitize=thread runtimes="libtsan.so" ;;
+*)
+	echo "usage: $0 address|thread" >&2
+	exit 2
+	;;
+esac
+src=$(cd "$(dirname "$0")/.." && pwd)
+jobs=$(nproc 2>/dev/null || echo 2)
+cc=${CC:-gcc}
+
+if [ -n "${SANITIZE_DIR:-}" ]; then
+	dir=$SANITIZE_DIR
+	mkdir -p "$dir" || exit 1
+else
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/efa-sanitize-$mode.XXXXXX") || exit 1
+	[ "${SANITIZE_KEEP:-0}" = 1 ] || trap 'rm -rf "$dir"' EXIT
+fi
+log=$dir/sanitize.log
+step() { echo "== $(date -u +%H:%M:%S) $*"; }
+elapsed() { echo $(($(date +%s) - t0)); }
+t0=$(date +%s)
+
+step "copying $src to $dir"
+if git -C "$src" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+	(cd "$src" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp -P --parents -t "$dir") || exit 1
+	# A file deleted in the work tree but still in the index is not copied.
+else
+	(cd "$src" && tar cf - --exclude=.git --exclude='*.o' --exclude='*.lo' --exclude=.libs --exclude=.deps .) |
+		(cd "$dir" && tar xf -) || exit 1
+	[ -f "$dir/Makefile" ] && (cd "$dir" && make distclean >/dev/null 2>&1)
+fi
+
+cd "$dir" || exit 1
+step "autogen + configure --enable-sanitize=$sanitize (log: $log)"
+{ ./autogen.sh && ./configure --enable-sanitize="$sanitize"; } > "$log" 2>&1 || {
+	tail -n 30 "$log"
+	echo "FAIL: configure (see $log)"
+	exit 1
+}
+step "make -j$jobs"
+{ make -j"$jobs" && make -j"$jobs" check TESTS=; } >> "$log" 2>&1 || {
+	tail -n 30 "$log"
+	echo "FAIL: build (see $log)"
+	exit 1
+}
+tbuild=$(elapsed)
+
+# What a report does: stop the program with a non-zero status and a stack.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=0:halt_on_error=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+# No suppressions: every report counts.
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:exitcode=66:second_deadlock_stack=1}"
+
+# libfabric's fi_info is not sanitized: preload the runtimes into it alone.
+preload=""
+for r in $runtimes; do
+	p=$($cc -print-file-name="$r")
+	[ -f "$p" ] || { echo "FAIL: $cc -print-file-name=$r: not found"; exit 1; }
+	preload="$preload $p"
+done
+if real=$(command -v fi_info); then
+	mkdir -p "$dir/sanitize-bin"
+	printf '#!/bin/sh\nLD_PRELOAD="%s${LD_PRELOAD:+ $LD_PRELOAD}" exec %s "$@"\n' "${preload# }" "$real" \
+		> "$dir/sanitize-bin/fi_info"
+	chmod +x "$dir/sanitize-bin/fi_info"
+	PATH=$dir/sanitize-bin:$PATH
+	export PATH
+fi
+
+units="test_sim_device test_sim_send test_sim_rdma test_sim_faults test_verbs_l1 test_info test_docs
+test_objects test_threads test_rdm_pkt test_rdm_reorder test_rdm_match test_rdm_atomic_ops test_rdm_proto"
+ft="" ft_rdm=""
+if [ "$mode" = thread ]; then
+	units="test_threads"
+	ft="ft_msg ft_rma ft_cntr"
+	ft_rdm="ft_tagged ft_rdm_rma ft_atomic"
+fi
+if [ -n "${SANITIZE_TESTS:-}" ]; then
+	tests=$SANITIZE_TESTS
+else
+	tests=""
+	for u in $units; do tests="$tests prov/efa/test/$u"; done
+fi
+ft=${SANITIZE_FT:-$ft}
+ft_rdm=${SANITIZE_FT_RDM:-$ft_rdm}
+
+status=0
+step "make check TESTS=\"$tests\""
+if ! make check TESTS="$tests" >> "$log" 2>&1; then
+	status=1
+	grep -E '^(PASS|FAIL|ERROR|SKIP|XFAIL)' "$log" | tail -n 40
+	for t in $tests; do
+		[ -f "$t.log" ] && grep -q -E 'WARNING: ThreadSanitizer|ERROR: AddressSanitizer|runtime error|SUMMARY:|FAIL|Crash' "$t.log" &&
+			{ echo "--- $t.log"; head -n 80 "$t.log"; }
+	done
+fi
+grep -E '^# (TOTAL|PASS|FAIL|ERROR)' "$log" | tail -n 4
+tunits=$(elapsed)
+
+# fabtests: run_suite.sh with an empty name list runs everything; "none" runs nothing.
+run_ft() {
+	script=$1
+	shift
+	[ "$*" = none ] && return 0
+	step "fabtests/$script $*"
+	out=$dir/$script.out
+	EFA_FT_LARGE=0 "fabtests/$script" "$@" > "$out" 2>&1
+	rc=$?
+	grep -E '^=== provider' "$out"
+	if [ $rc -ne 0 ]; then
+		status=1
+		echo "FAIL: fabtests/$script (exit $rc); its output: $out"
+		grep -E -B2 -A30 'WARNING: ThreadSanitizer|ERROR: AddressSanitizer|runtime error' "$out" | head -n 80
+	fi
+}
+[ -n "$ft" ] && run_ft run_suite.sh $ft
+[ -n "$ft_rdm" ] && run_ft run_suite_rdm.sh $ft_rdm
+if [ "$mode" = address ]; then
+	run_ft run_suite.sh
+	run_ft run_suite_rdm.sh
+fi
+
+# A report that a program printed but that did not change its exit status still fails.
+if grep -l -E 'WARNING: ThreadSanitizer|ERROR: AddressSanitizer|runtime error:' "$log" "$dir"/*.out \
+	prov/efa/test/*.log fabtests/*.log 2>/dev/null | grep -q .; then
+	echo "FAIL: a sanitizer report (grep -l 'Sanitizer\\|runtime error:' in $dir)"
+	status=1
+fi
+step "done in $(elapsed) s (build $tbuild s, Criterion suites $((tunits - tbuild)) s, fabtests $(($(elapsed) - tunits)) s)"
+[ $status -eq 0 ] && echo "PASS: $mode sanitizer clean" || echo "FAIL: $mode sanitizer"
+exit $status
