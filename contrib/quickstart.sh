@@ -5,7 +5,9 @@
 #   contrib/quickstart.sh run    two processes exchange messages and RMA through the
 #                                provider (efa-direct) on the software EFA device, and
 #                                print latency, bandwidth and RMA bandwidth
-#   contrib/quickstart.sh test   the whole test suite (make check)
+#   contrib/quickstart.sh test   the whole test suite: make check, then the wire-parser
+#                                fuzzers for 30 s each (contrib/fuzz.sh), and subsets
+#                                under ASan+UBSan and TSan (contrib/sanitize.sh)
 set -eu
 mode=${1:-}
 case "$mode" in
@@ -61,4 +63,27 @@ if [ "$status" != 0 ]; then
 	echo "== test-suite.log"
 	cat test-suite.log 2>/dev/null || true
 fi
+
+# Robustness (prov/efa/docs/reliability.md): each runs even when an earlier part failed,
+# so one run shows everything that is wrong.
+extra() { # name, command...
+	name=$1
+	shift
+	echo "== $name: $*"
+	start=$(date +%s)
+	rc=0
+	"$@" || rc=$?
+	secs=$(($(date +%s) - start))
+	case $rc in
+	0) echo "== $name: PASS ($secs s)" ;;
+	77) echo "== $name: SKIP ($secs s)" ;;
+	*) echo "== $name: FAIL, status $rc ($secs s)"; status=1 ;;
+	esac
+	summary="$summary$name: $rc ($secs s); "
+}
+summary=""
+extra fuzz ./contrib/fuzz.sh 30
+extra asan-ubsan ./contrib/sanitize.sh address
+extra tsan ./contrib/sanitize.sh thread
+echo "== robustness: $summary"
 exit "$status"
