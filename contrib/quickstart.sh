@@ -57,7 +57,8 @@ status=0
 make -j"$jobs" check || status=$?
 echo "== Criterion summaries"
 for log in prov/efa/test/test_*.log; do
-	[ -f "$log" ] && printf '%-40s %s\n' "$(basename "$log" .log)" "$(grep -h 'Synthesis' "$log" | tail -1)"
+	line=$(grep -h 'Synthesis' "$log" 2>/dev/null | tail -1)
+	if [ -n "$line" ]; then printf '%-40s %s\n' "$(basename "$log" .log)" "$line"; fi
 done
 if [ "$status" != 0 ]; then
 	echo "== test-suite.log"
