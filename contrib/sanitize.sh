@@ -10,7 +10,8 @@
 # under ${TMPDIR:-/tmp}, removed afterwards unless SANITIZE_KEEP=1). Then
 # ./configure --enable-sanitize=..., make, and:
 #
-#   address: every Criterion suite, fabtests/run_suite.sh (efa-direct) and
+#   address: every Criterion suite, test_threads, the corpus replays,
+#            fabtests/run_peer_failure.sh, fabtests/run_suite.sh (efa-direct) and
 #            fabtests/run_suite_rdm.sh (efa)
 #   thread:  prov/efa/test/test_threads (FI_THREAD_SAFE stress, both fabrics),
 #            fabtests/run_suite.sh ft_msg ft_rma ft_cntr and run_suite_rdm.sh ft_tagged
@@ -100,10 +101,15 @@ if real=$(command -v fi_info); then
 fi
 
 units="test_sim_device test_sim_send test_sim_rdma test_sim_faults test_verbs_l1 test_info test_docs
-test_objects test_threads test_rdm_pkt test_rdm_reorder test_rdm_match test_rdm_atomic_ops test_rdm_proto"
+test_objects test_misuse test_rma_safety test_exhaustion test_rdm_peer test_threads test_rdm_pkt
+test_rdm_reorder test_rdm_match test_rdm_atomic_ops test_rdm_proto"
+# Scripted tests of make check run as they are (peer failure: kill -9 paths under ASan).
+scripts="fabtests/run_peer_failure.sh prov/efa/fuzz/replay_rdm_pkt prov/efa/fuzz/replay_rdm_handshake
+prov/efa/fuzz/replay_rdm_stream prov/efa/fuzz/replay_sim_wire"
 ft="" ft_rdm=""
 if [ "$mode" = thread ]; then
 	units="test_threads"
+	scripts=""
 	ft="ft_msg ft_rma ft_cntr"
 	ft_rdm="ft_tagged ft_rdm_rma ft_atomic"
 fi
@@ -112,6 +118,7 @@ if [ -n "${SANITIZE_TESTS:-}" ]; then
 else
 	tests=""
 	for u in $units; do tests="$tests prov/efa/test/$u"; done
+	for u in $scripts; do tests="$tests $u"; done
 fi
 ft=${SANITIZE_FT:-$ft}
 ft_rdm=${SANITIZE_FT_RDM:-$ft_rdm}
