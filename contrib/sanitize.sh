@@ -20,7 +20,7 @@
 #            #274), which is why test_threads is a plain program.
 #
 # SANITIZE_TESTS (Criterion programs, e.g. "prov/efa/test/test_threads") and
-# SANITIZE_FT / SANITIZE_FT_RDM (fabtests names, "none" for none) replace a subset.
+# SANITIZE_FT / SANITIZE_FT_RDM (fabtests names, "all" or "none") replace a subset.
 # A report makes the program exit non-zero (halt_on_error, exitcode 66 for TSan),
 # which fails its test. libfabric's fi_info (not built here) loads the sanitized
 # provider, so it runs with the runtime preloaded (a wrapper first in PATH).
@@ -106,7 +106,7 @@ test_rdm_reorder test_rdm_match test_rdm_atomic_ops test_rdm_proto"
 # Scripted tests of make check run as they are (peer failure: kill -9 paths under ASan).
 scripts="fabtests/run_peer_failure.sh prov/efa/fuzz/replay_rdm_pkt prov/efa/fuzz/replay_rdm_handshake
 prov/efa/fuzz/replay_rdm_stream prov/efa/fuzz/replay_sim_wire"
-ft="" ft_rdm=""
+ft=all ft_rdm=all
 if [ "$mode" = thread ]; then
 	units="test_threads"
 	scripts=""
@@ -152,12 +152,11 @@ run_ft() {
 		grep -E -B2 -A30 'WARNING: ThreadSanitizer|ERROR: AddressSanitizer|runtime error' "$out" | head -n 80
 	fi
 }
-[ -n "$ft" ] && run_ft run_suite.sh $ft
-[ -n "$ft_rdm" ] && run_ft run_suite_rdm.sh $ft_rdm
-if [ "$mode" = address ]; then
-	run_ft run_suite.sh
-	run_ft run_suite_rdm.sh
-fi
+# "all": every program of the suite (the scripts run everything when given no names).
+[ "$ft" = all ] && ft=
+[ "$ft_rdm" = all ] && ft_rdm=
+run_ft run_suite.sh $ft
+run_ft run_suite_rdm.sh $ft_rdm
 
 # A report that a program printed but that did not change its exit status still fails.
 if grep -l -E 'WARNING: ThreadSanitizer|ERROR: AddressSanitizer|runtime error:' "$log" "$dir"/*.out \
