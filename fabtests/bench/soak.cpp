@@ -708,10 +708,18 @@ int main(int argc, char **argv)
 		return 1;
 	};
 
-	std::vector<Wire> names(static_cast<size_t>(n));
-	for (int i = 0; i < n; i++)
-		if (!recv_from(i, names[size_t(i)]) || names[size_t(i)].kind != Msg::Name)
-			return abort_all();
+	/* One message of `kind` from every process, in rank order. */
+	auto gather = [&](Msg kind, std::vector<Wire> &out) {
+		out.assign(static_cast<size_t>(n), Wire{});
+		for (int i = 0; i < n; i++)
+			if (!recv_from(i, out[size_t(i)]) || out[size_t(i)].kind != kind)
+				return false;
+		return true;
+	};
+
+	std::vector<Wire> names, sent, done;
+	if (!gather(Msg::Name, names))
+		return abort_all();
 	for (int i = 0; i < n; i++)
 		for (int j = 0; j < n; j++) {
 			Wire w = names[size_t(j)];
@@ -720,10 +728,8 @@ int main(int argc, char **argv)
 				return abort_all();
 		}
 	phase = "sending (or draining its operations)";
-	std::vector<Wire> sent(static_cast<size_t>(n));
-	for (int i = 0; i < n; i++)
-		if (!recv_from(i, sent[size_t(i)]) || sent[size_t(i)].kind != Msg::Sent)
-			return abort_all();
+	if (!gather(Msg::Sent, sent))
+		return abort_all();
 	for (int i = 0; i < n; i++) {
 		Wire w{};
 		w.kind = Msg::Expect;
@@ -733,10 +739,8 @@ int main(int argc, char **argv)
 			return abort_all();
 	}
 	phase = "receiving what was sent to it";
-	std::vector<Wire> done(static_cast<size_t>(n));
-	for (int i = 0; i < n; i++)
-		if (!recv_from(i, done[size_t(i)]) || done[size_t(i)].kind != Msg::Done)
-			return abort_all();
+	if (!gather(Msg::Done, done))
+		return abort_all();
 	for (int i = 0; i < n; i++) {
 		Wire w{};
 		w.kind = Msg::Close;

@@ -487,6 +487,7 @@ struct Ep : EpBase {
 	/* Flags of a REQ to `p`: RAW_ADDR until p's handshake has arrived. */
 	uint16_t req_flags(const Peer &p) const { return p.hs_got ? 0 : kFlagRawAddr; }
 	RawAddr self_addr() const;
+	HandshakeInfo own_handshake() const; /* what our HANDSHAKEs announce */
 	void write_raw_addr(PktWriter &w, const Peer &p);
 	uint64_t now_ns() const;
 

@@ -258,13 +258,7 @@ bool Ep::send_probe(Peer &p)
 		return false; /* the next check tries again */
 	/* A HANDSHAKE: every peer accepts it at any time, and it changes nothing there
 	 * (protocol.md section 4.1). Its completion is the device's verdict. */
-	PktWriter w(pkt->buf, pkt->cap);
-	HandshakeHdr *h = w.header<HandshakeHdr>(PktType::Handshake, qkey, kFlagRawAddr);
-	h->features = features;
-	h->max_payload = uint32_t(mtu);
-	h->rx_window = rx_window;
-	w.raw_addr(self_addr());
-	pkt->len = uint32_t(w.size());
+	pkt->len = uint32_t(write_handshake(pkt->buf, pkt->cap, own_handshake()));
 	pkt->probe = true;
 	p.probe_out = true;
 	EFA_DBG(EpData, "%s is silent with operations waiting on it: probing", addr_to_string(p.raw).c_str());

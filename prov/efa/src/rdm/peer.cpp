@@ -19,6 +19,11 @@ uint64_t Ep::now_ns() const
 				.count());
 }
 
+HandshakeInfo Ep::own_handshake() const
+{
+	return HandshakeInfo{features, uint32_t(mtu), rx_window, self_addr()};
+}
+
 RawAddr Ep::self_addr() const
 {
 	RawAddr a{};
@@ -214,13 +219,7 @@ bool Ep::send_handshake(Peer &p)
 		return false;
 	}
 	p.hs_owed = false;
-	PktWriter w(pkt->buf, pkt->cap);
-	HandshakeHdr *h = w.header<HandshakeHdr>(PktType::Handshake, qkey, kFlagRawAddr);
-	h->features = features;
-	h->max_payload = uint32_t(mtu);
-	h->rx_window = rx_window;
-	w.raw_addr(self_addr());
-	pkt->len = uint32_t(w.size());
+	pkt->len = uint32_t(write_handshake(pkt->buf, pkt->cap, own_handshake()));
 	post(pkt);
 	return true;
 }

@@ -260,4 +260,16 @@ ParseError decode_handshake(const Parsed &pk, HandshakeInfo &out)
 	return ParseError::None;
 }
 
+size_t write_handshake(void *buf, size_t cap, const HandshakeInfo &hs)
+{
+	PktWriter w(buf, cap);
+	HandshakeHdr *h = w.header<HandshakeHdr>(PktType::Handshake, hs.addr.qkey, kFlagRawAddr);
+	if (!h)
+		return 0;
+	h->features = hs.features;
+	h->max_payload = hs.max_payload;
+	h->rx_window = hs.rx_window;
+	return w.raw_addr(hs.addr) && w.ok() ? w.size() : 0;
+}
+
 } // namespace efa::rdm

@@ -349,6 +349,12 @@ struct HandshakeInfo {
  */
 ParseError decode_handshake(const Parsed &pk, HandshakeInfo &out);
 
+/*
+ * Writes the HANDSHAKE that announces `hs` (its conn is hs.addr's QKEY) into buf, the one
+ * writer of a handshake's fields. Returns its length, or 0 when it does not fit.
+ */
+size_t write_handshake(void *buf, size_t cap, const HandshakeInfo &hs);
+
 } // namespace efa::rdm
 
 #endif
