@@ -21,8 +21,9 @@ cd "$(dirname "$0")/.."
 
 packages="g++ make autoconf automake libtool pkg-config libfabric-dev libfabric-bin libibverbs-dev
 ibverbs-providers libhwloc-dev libcriterion-dev openmpi-bin libopenmpi-dev iproute2"
-# clang: libFuzzer for contrib/fuzz.sh (the wire-parser fuzz harnesses)
-[ "$mode" = test ] && packages="$packages clang"
+# clang + libclang-rt-14-dev (the libFuzzer and sanitizer runtimes, only recommended by
+# clang, and recommends are not installed): contrib/fuzz.sh, the wire-parser fuzzers
+[ "$mode" = test ] && packages="$packages clang libclang-rt-14-dev"
 missing=""
 for p in $packages; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
