@@ -16,6 +16,7 @@
  *    | PROV_KEY (plus FI_MR_LOCAL when the FI_LOCAL_MR mode bit is offered) and comes
  *    back as FI_MR_BASIC; before 1.5 FI_MR_UNSPEC/BASIC/SCALABLE with FI_LOCAL_MR as a
  *    mode bit, answered with FI_MR_BASIC;
+ *  - traffic class: FI_TC_UNSPEC, FI_TC_BEST_EFFORT and FI_TC_LOW_LATENCY (tclass.h);
  *  - limits (sizes, iov limits, inject size, max message size) may be asked lower, never
  *    higher; ordering and ordered sizes cannot be asked where none is provided;
  *  - threading, progress, resource management and AV type: any value the provider can
@@ -30,6 +31,7 @@
 #include "info.h"
 
 #include "log.h"
+#include "tclass.h"
 
 #include <algorithm>
 #include <cstdarg>
@@ -264,6 +266,9 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 		if (h->cq_cnt > dom.cq_cnt || h->ep_cnt > dom.ep_cnt || h->cntr_cnt > dom.cntr_cnt ||
 		    h->mr_cnt > dom.mr_cnt)
 			return fail("object counts above the device's");
+		if (!tclass_served(h->tclass))
+			return fail("domain_attr->tclass %#x: only FI_TC_UNSPEC, FI_TC_BEST_EFFORT, FI_TC_LOW_LATENCY",
+				    h->tclass);
 		if (h->tclass)
 			dom.tclass = h->tclass;
 	}
@@ -337,6 +342,9 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 			return fail("tx_attr->iov_limit %zu > %zu", h->iov_limit, tx.iov_limit);
 		if (h->rma_iov_limit > tx.rma_iov_limit)
 			return fail("rma_iov_limit %zu > %zu", h->rma_iov_limit, tx.rma_iov_limit);
+		if (!tclass_served(h->tclass))
+			return fail("tx_attr->tclass %#x: only FI_TC_UNSPEC, FI_TC_BEST_EFFORT, FI_TC_LOW_LATENCY",
+				    h->tclass);
 		if (h->tclass)
 			tx.tclass = h->tclass;
 	}

@@ -9,13 +9,24 @@
  * receive attributes, and fi_mr(3) / fi_domain(3) "mr_mode". Whether a combination is
  * refused or granted is the provider's choice; what is returned must follow the rules.
  * A few combinations must be granted (so that refusing everything cannot pass).
+ *
+ * The traffic classes are here too: which ones fi_getinfo grants, that fi_domain and
+ * fi_endpoint refuse a class the provider does not serve, and that the endpoint's class
+ * overrides the domain's (seen on the device as the QP's service level).
  */
 #include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+
+#include <infiniband/verbs.h>
+#include <dlfcn.h>
+
+#include "../sim/efasim.h"
 
 #include <cstdarg>
 #include <cstdio>
@@ -487,4 +498,207 @@ ParameterizedTest(Profile *p, getinfo_rules, every_profile)
 	assert_clean(r, profile);
 	cr_assert_gt(r.granted[0], 0u, "%s: the efa fabric is offered", profile);
 	cr_assert_gt(r.granted[1], 0u, "%s: efa-direct is offered", profile);
+}
+
+/* ------------------------------------------------------------------ traffic classes */
+
+namespace {
+
+struct Tc {
+	uint32_t tc;
+	bool served;
+};
+const Tc kClasses[] = {
+	{FI_TC_UNSPEC, true},		 {FI_TC_BEST_EFFORT, true},	  {FI_TC_LOW_LATENCY, true},
+	{FI_TC_DEDICATED_ACCESS, false}, {FI_TC_BULK_DATA, false},	  {FI_TC_SCAVENGER, false},
+	{FI_TC_NETWORK_CTRL, false},	 {FI_TC_DSCP | 46, false},	  {FI_TC_LABEL | 0x40, false},
+};
+
+fi_info *tc_hints(const char *fabric)
+{
+	return hints(fabric, FI_MSG, FI_CONTEXT | FI_CONTEXT2, kDirectMr);
+}
+
+/* The device's count of work requests posted on QPs with a service level, read through
+ * a second context of the same software device (its statistics are per device and
+ * process). The provider loaded the library: it is found, not loaded again. */
+uint64_t sl_wrs()
+{
+	void *lib = dlopen(EFA_TEST_SIM_PATH, RTLD_NOW | RTLD_NOLOAD);
+	cr_assert_not_null(lib, "the provider loaded the software device");
+	auto get_list = reinterpret_cast<ibv_device **(*)(int *)>(dlsym(lib, "ibv_get_device_list"));
+	auto free_list = reinterpret_cast<void (*)(ibv_device **)>(dlsym(lib, "ibv_free_device_list"));
+	auto open_dev = reinterpret_cast<ibv_context *(*)(ibv_device *)>(dlsym(lib, "ibv_open_device"));
+	auto close_dev = reinterpret_cast<int (*)(ibv_context *)>(dlsym(lib, "ibv_close_device"));
+	auto query = reinterpret_cast<int (*)(ibv_context *, efasim_stats *, size_t)>(dlsym(lib, "efasim_query_stats"));
+	cr_assert(get_list && free_list && open_dev && close_dev && query);
+	int n = 0;
+	ibv_device **list = get_list(&n);
+	cr_assert_geq(n, 1);
+	ibv_context *ctx = open_dev(list[0]);
+	cr_assert_not_null(ctx);
+	efasim_stats st{};
+	cr_assert_eq(query(ctx, &st, sizeof st), 0);
+	close_dev(ctx);
+	free_list(list);
+	dlclose(lib);
+	return st.sl_nonzero_wrs;
+}
+
+/* Opens fabric, domain (domain_attr->tclass = dom_tc) and an endpoint (tx_attr->tclass =
+ * ep_tc) of `fabric`, sends one message to itself and waits for both completions.
+ * Returns how many work requests the device saw posted with a service level. */
+uint64_t wrs_with_sl(const char *fabric, uint32_t dom_tc, uint32_t ep_tc)
+{
+	fi_info *h = tc_hints(fabric);
+	h->ep_attr->type = FI_EP_RDM;
+	fi_info *info = nullptr;
+	cr_assert_eq(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info), 0);
+	fi_freeinfo(h);
+	fid_fabric *fab = nullptr;
+	fid_domain *dom = nullptr;
+	fid_ep *ep = nullptr;
+	fid_cq *cq = nullptr;
+	fid_av *av = nullptr;
+	fid_mr *mr = nullptr;
+	cr_assert_eq(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
+	info->domain_attr->tclass = dom_tc;
+	cr_assert_eq(fi_domain(fab, info, &dom, nullptr), 0);
+	info->tx_attr->tclass = ep_tc;
+	cr_assert_eq(fi_endpoint(dom, info, &ep, nullptr), 0);
+	fi_cq_attr cq_attr{};
+	cq_attr.format = FI_CQ_FORMAT_CONTEXT;
+	cq_attr.size = 64;
+	cr_assert_eq(fi_cq_open(dom, &cq_attr, &cq, nullptr), 0);
+	fi_av_attr av_attr{};
+	av_attr.type = FI_AV_TABLE;
+	cr_assert_eq(fi_av_open(dom, &av_attr, &av, nullptr), 0);
+	cr_assert_eq(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	cr_assert_eq(fi_ep_bind(ep, &av->fid, 0), 0);
+	cr_assert_eq(fi_enable(ep), 0);
+	uint8_t addr[64];
+	size_t len = sizeof addr;
+	cr_assert_eq(fi_getname(&ep->fid, addr, &len), 0);
+	fi_addr_t self = FI_ADDR_UNSPEC;
+	cr_assert_eq(fi_av_insert(av, addr, 1, &self, 0, nullptr), 1);
+
+	const uint64_t before = sl_wrs();
+	char out[16] = "tclass", in[16] = {};
+	cr_assert_eq(fi_mr_reg(dom, in, sizeof in, FI_RECV, 0, 1, 0, &mr, nullptr), 0);
+	fi_context2 rctx{}, sctx{};
+	cr_assert_eq(fi_recv(ep, in, sizeof in, fi_mr_desc(mr), FI_ADDR_UNSPEC, &rctx), 0);
+	fid_mr *smr = nullptr;
+	cr_assert_eq(fi_mr_reg(dom, out, sizeof out, FI_SEND, 0, 2, 0, &smr, nullptr), 0);
+	ssize_t ret;
+	while ((ret = fi_send(ep, out, sizeof out, fi_mr_desc(smr), self, &sctx)) == -FI_EAGAIN)
+		fi_cq_read(cq, nullptr, 0);
+	cr_assert_eq(ret, 0, "fi_send: %s", fi_strerror(int(-ret)));
+	int done = 0;
+	for (int spins = 0; done < 2 && spins < 10000000; spins++) {
+		fi_cq_entry e[2];
+		ssize_t n = fi_cq_read(cq, e, 2);
+		if (n > 0)
+			done += int(n);
+		else
+			cr_assert(n == -FI_EAGAIN, "fi_cq_read: %s", fi_strerror(int(-n)));
+	}
+	cr_assert_eq(done, 2, "the send and the receive complete");
+	cr_assert_str_eq(in, "tclass");
+	const uint64_t after = sl_wrs();
+
+	cr_assert_eq(fi_close(&ep->fid), 0);
+	cr_assert_eq(fi_close(&mr->fid), 0);
+	cr_assert_eq(fi_close(&smr->fid), 0);
+	cr_assert_eq(fi_close(&av->fid), 0);
+	cr_assert_eq(fi_close(&cq->fid), 0);
+	cr_assert_eq(fi_close(&dom->fid), 0);
+	cr_assert_eq(fi_close(&fab->fid), 0);
+	fi_freeinfo(info);
+	return after - before;
+}
+
+} // namespace
+
+Test(getinfo_rules, traffic_classes_offered)
+{
+	for (const char *fabric : kFabrics)
+		for (const Tc &c : kClasses)
+			for (int where = 0; where < 2; where++) {
+				fi_info *h = tc_hints(fabric);
+				(where ? h->tx_attr->tclass : h->domain_attr->tclass) = c.tc;
+				fi_info *out = nullptr;
+				const int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &out);
+				fi_freeinfo(h);
+				const char *field = where ? "tx_attr->tclass" : "domain_attr->tclass";
+				if (!c.served) {
+					cr_assert_eq(ret, -FI_ENODATA, "%s: %s %#x is not served", fabric, field, c.tc);
+					continue;
+				}
+				cr_assert_eq(ret, 0, "%s: %s %#x is served", fabric, field, c.tc);
+				for (const fi_info *i = out; i; i = i->next)
+					cr_assert_eq(where ? i->tx_attr->tclass : i->domain_attr->tclass, c.tc,
+						     "%s: %s as asked", fabric, field);
+				fi_freeinfo(out);
+			}
+}
+
+Test(getinfo_rules, domain_and_endpoint_refuse_a_class_not_served)
+{
+	for (const char *fabric : kFabrics) {
+		fi_info *h = tc_hints(fabric);
+		fi_info *info = nullptr;
+		cr_assert_eq(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info), 0);
+		fi_freeinfo(h);
+		fid_fabric *fab = nullptr;
+		fid_domain *dom = nullptr;
+		fid_ep *ep = nullptr;
+		cr_assert_eq(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
+		for (const Tc &c : kClasses) {
+			if (c.served)
+				continue;
+			info->domain_attr->tclass = c.tc;
+			cr_assert_eq(fi_domain(fab, info, &dom, nullptr), -FI_EOPNOTSUPP, "%s: fi_domain with tclass %#x",
+				     fabric, c.tc);
+		}
+		info->domain_attr->tclass = FI_TC_LOW_LATENCY;
+		cr_assert_eq(fi_domain(fab, info, &dom, nullptr), 0);
+		for (const Tc &c : kClasses) {
+			if (c.served)
+				continue;
+			info->tx_attr->tclass = c.tc;
+			cr_assert_eq(fi_endpoint(dom, info, &ep, nullptr), -FI_EOPNOTSUPP,
+				     "%s: fi_endpoint with tclass %#x", fabric, c.tc);
+		}
+		info->tx_attr->tclass = FI_TC_BEST_EFFORT;
+		cr_assert_eq(fi_endpoint(dom, info, &ep, nullptr), 0);
+		cr_assert_eq(fi_close(&ep->fid), 0);
+		cr_assert_eq(fi_close(&dom->fid), 0);
+		cr_assert_eq(fi_close(&fab->fid), 0);
+		fi_freeinfo(info);
+	}
+}
+
+/* fi_endpoint(3): the endpoint's class overrides the domain's; unset, the domain's is
+ * used. FI_TC_LOW_LATENCY is the only class with a service level. */
+Test(getinfo_rules, endpoint_class_overrides_the_domain_class)
+{
+	struct Case {
+		uint32_t dom, ep;
+		bool sl;
+	};
+	const Case cases[] = {
+		{FI_TC_UNSPEC, FI_TC_UNSPEC, false},	    {FI_TC_LOW_LATENCY, FI_TC_UNSPEC, true},
+		{FI_TC_LOW_LATENCY, FI_TC_BEST_EFFORT, false}, {FI_TC_UNSPEC, FI_TC_LOW_LATENCY, true},
+		{FI_TC_BEST_EFFORT, FI_TC_LOW_LATENCY, true},   {FI_TC_BEST_EFFORT, FI_TC_UNSPEC, false},
+	};
+	for (const char *fabric : kFabrics)
+		for (const Case &c : cases) {
+			const uint64_t n = wrs_with_sl(fabric, c.dom, c.ep);
+			if (c.sl)
+				cr_assert_gt(n, 0u, "%s: domain %#x, endpoint %#x: the QP has the low-latency service level",
+					     fabric, c.dom, c.ep);
+			else
+				cr_assert_eq(n, 0u, "%s: domain %#x, endpoint %#x: %lu work requests with a service level",
+					     fabric, c.dom, c.ep, (unsigned long)n);
+		}
 }
