@@ -12,10 +12,15 @@
  *      the new endpoint has the old one's QP number, with a new QKEY). The stale
  *      message must never reach the new endpoint: the server has a spare receive
  *      posted, and only the message sent to the new address may complete a receive.
+ *      With EFA_FT_EXPECT_QPN_REUSE=1 the client checks that the new endpoint really
+ *      has the old QP number and another QKEY (from the FI_ADDR_EFA text form
+ *      "fi_addr_efa://[GID]:QPN:QKEY"), so the case cannot pass untested.
  * The AV type comes from -A (table or map).
  */
 #include "common/ft_oob.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -41,6 +46,16 @@ void check_lookup(const Fabric &fab, fi_addr_t addr, const std::vector<uint8_t> 
 	const char *s = fi_av_straddr(fab.av(), name.data(), str, &str_len);
 	FT_CHECK(s && s[0] && str_len > 1, "fi_av_straddr gave nothing");
 	note("peer address %s", s);
+}
+
+/* The QP number and QKEY of an FI_ADDR_EFA name, from fi_av_straddr's text form. */
+bool qpn_qkey(const Fabric &fab, const std::vector<uint8_t> &name, unsigned long &qpn, unsigned long &qkey)
+{
+	char str[256];
+	size_t str_len = sizeof str;
+	const char *s = fi_av_straddr(fab.av(), name.data(), str, &str_len);
+	const char *end = s ? strrchr(s, ']') : nullptr;
+	return end && sscanf(end, "]:%lu:%lu", &qpn, &qkey) == 2;
 }
 
 void server(const Fabric &fab, Oob &oob)
@@ -95,6 +110,18 @@ void client(const Fabric &fab, Oob &oob)
 	std::vector<uint8_t> new_name = oob.recv_blob();
 	if (new_name == old_name)
 		note("the new endpoint has the old one's name");
+	const char *reuse = getenv("EFA_FT_EXPECT_QPN_REUSE");
+	if (reuse && !strcmp(reuse, "1")) {
+		unsigned long old_qpn, old_qkey, new_qpn, new_qkey;
+		FT_CHECK(qpn_qkey(fab, old_name, old_qpn, old_qkey) && qpn_qkey(fab, new_name, new_qpn, new_qkey),
+			 "EFA_FT_EXPECT_QPN_REUSE: the names are not FI_ADDR_EFA addresses");
+		FT_CHECK(new_qpn == old_qpn,
+			 "the new endpoint has QP number %lu, the closed one had %lu: the QP number was not "
+			 "reused, so the stale-address case was not tested",
+			 new_qpn, old_qpn);
+		FT_CHECK(new_qkey != old_qkey, "QP %lu reused with the same QKEY %lu", new_qpn, new_qkey);
+		note("the new endpoint reuses QP number %lu, QKEY %lu instead of %lu", new_qpn, new_qkey, old_qkey);
+	}
 	oob.sync("second posted");
 	if (fab.is_efa()) {
 		fill_pattern(buf.data(), len, 1301);

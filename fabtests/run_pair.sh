@@ -16,6 +16,10 @@
 #
 # Exit status: 0 both passed; 77 a side skipped (exit 77: the provider does not
 # advertise what the test needs) and the other passed or skipped; 1 otherwise.
+# With the efa provider (-p efa) a skip - exit 77, a "SKIP part" or an optional
+# capability found missing - is a failure unless fabtests/skip_rules.sh allows it (the
+# fabric is documented not to offer the thing on the device in use); an allowed one is
+# printed with its reason.
 # Both sides' output is shown (-q: only on failure).
 set -u
 
@@ -96,6 +100,53 @@ show() {
 	explain server "$src"
 	explain client "$crc"
 }
+
+# efa: only the skips its documentation allows (fabtests/skip_rules.sh).
+ft_prov= ft_fabric= prev=
+for a in "$@"; do
+	case $prev in
+	-p) ft_prov=$a ;;
+	-F) ft_fabric=$a ;;
+	esac
+	prev=$a
+done
+if [ "$ft_prov" = efa ]; then
+	. "$(dirname "$0")/skip_rules.sh"
+	name=$(basename "$prog")
+	bad=
+	allowed=
+	for side in server client; do
+		rc=$src
+		[ $side = client ] && rc=$crc
+		[ "$rc" = 77 ] || continue
+		said=$(sed -n 's/^\[[^]]*\] SKIP: //p' "$dir/$side.out" | head -n 1)
+		if why=$(efa_skip_rule "$ft_fabric" "exit 77: $said"); then
+			allowed="$allowed
+  allowed: the $side skipped: $why"
+		else
+			bad="$bad
+  the $side skipped (exit 77: '$said'), but fabric ${ft_fabric:-efa-direct} is documented to support $name (fi_efa(7))"
+		fi
+	done
+	sed -n 's/^\[[^]]*\] \(SKIP part: .*\|provider does not advertise .*\|KNOWN DEVIATION .*\)$/\1/p' \
+		"$dir/server.out" "$dir/client.out" | sort -u > "$dir/notes"
+	while IFS= read -r n; do
+		if why=$(efa_skip_rule "$ft_fabric" "$n"); then
+			allowed="$allowed
+  allowed: '$n': $why"
+		else
+			bad="$bad
+  left out on efa, which is documented to support it: '$n'"
+		fi
+	done < "$dir/notes"
+	if [ -n "$bad" ]; then
+		show
+		echo "  skips that fabtests/skip_rules.sh does not allow:$bad"
+		echo "FAIL: $title"
+		exit 1
+	fi
+	[ -n "$allowed" ] && [ $quiet = 0 ] && printf '%s\n' "${allowed#?}"
+fi
 
 if [ "$src" = 0 ] && [ "$crc" = 0 ]; then
 	[ $quiet = 1 ] || show

@@ -9,6 +9,7 @@
 #include "info.h"
 #include "log.h"
 #include "prov.h"
+#include "tclass.h"
 
 #include <cstring>
 
@@ -155,6 +156,8 @@ int domain_open(fid_fabric *f, fi_info *info, fid_domain **out, void *context)
 		EFA_WARN(Domain, "fi_domain: info is for fabric '%s', not '%s'", info->fabric_attr->name, fab->name.c_str());
 		return -FI_EINVAL;
 	}
+	if (int r = check_tclass(info->domain_attr->tclass, "fi_domain", "domain_attr->tclass"))
+		return r;
 	auto pd = verbs::Pd::alloc(*dev);
 	if (!pd.ok())
 		return pd.error();

@@ -24,16 +24,15 @@ inline constexpr const char kDirectFabric[] = "efa-direct";
 inline constexpr const char kRdmFabric[] = "efa";
 inline constexpr size_t kMaxErrData = 256; /* bytes of text in fi_cq_err_entry.err_data */
 
-/* Capabilities of each fabric (secondary and modifier bits included). */
-inline constexpr uint64_t kDirectTxCaps = FI_MSG | FI_SEND | FI_RMA | FI_READ | FI_WRITE | FI_LOCAL_COMM | FI_REMOTE_COMM;
-inline constexpr uint64_t kDirectRxCaps = FI_MSG | FI_RECV | FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SOURCE |
-					  FI_LOCAL_COMM | FI_REMOTE_COMM;
+/* Capabilities of each fabric's transmit and receive attributes (modifier bits and the
+ * secondary ones that apply to a direction included; FI_LOCAL_COMM and FI_REMOTE_COMM
+ * apply to neither direction in fi_endpoint(3), so they live in info->caps only). */
+inline constexpr uint64_t kDirectTxCaps = FI_MSG | FI_SEND | FI_RMA | FI_READ | FI_WRITE;
+inline constexpr uint64_t kDirectRxCaps = FI_MSG | FI_RECV | FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SOURCE;
 inline constexpr uint64_t kDirectMrMode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
-inline constexpr uint64_t kRdmTxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_READ | FI_WRITE |
-				       FI_LOCAL_COMM | FI_REMOTE_COMM;
+inline constexpr uint64_t kRdmTxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_READ | FI_WRITE;
 inline constexpr uint64_t kRdmRxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ |
-				       FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE | FI_LOCAL_COMM |
-				       FI_REMOTE_COMM;
+				       FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE;
 /* FI_TAG_GENERIC of newer libfabric headers (absent from 1.17's): tag bits with the
  * top bit set, which clients test to learn that all 64 bits are matched. */
 inline constexpr uint64_t kTagGeneric = 0xaaaaaaaaaaaaaaaaull;

@@ -2,14 +2,21 @@
 /*
  * tailor(): narrows a prototype fi_info to the application's hints, following
  * fi_getinfo(3), fi_domain(3) and fi_mr(3):
- *  - primary capabilities must be requested to be enabled; modifiers default to all;
- *    secondary ones are reported when requested (and FI_SOURCE/LOCAL/REMOTE_COMM by
- *    default); anything requested that the provider lacks fails;
+ *  - primary capabilities must be requested to be enabled; a primary capability asked
+ *    without its modifiers gets all of them, with some only those; secondary ones are
+ *    reported when requested (and FI_LOCAL/REMOTE_COMM by default); anything requested
+ *    that the provider lacks fails;
+ *  - tx_attr/rx_attr caps: a subset of the endpoint's caps, and only the bits that apply
+ *    to the direction (fi_endpoint(3)); asked ones must be among the endpoint's;
  *  - every mode the provider requires must be among the modes the application accepts;
  *    modes it does not need are cleared;
  *  - mr_mode: from API 1.5 a bit set of what the application supports, which must
- *    contain every bit the provider requires; before 1.5 FI_MR_UNSPEC/BASIC/SCALABLE
- *    with FI_LOCAL_MR as a mode bit;
+ *    contain every bit the provider requires, and the answer has no other bit
+ *    (FI_LOCAL_MR is ignored there); FI_MR_BASIC alone stands for VIRT_ADDR | ALLOCATED
+ *    | PROV_KEY (plus FI_MR_LOCAL when the FI_LOCAL_MR mode bit is offered) and comes
+ *    back as FI_MR_BASIC; before 1.5 FI_MR_UNSPEC/BASIC/SCALABLE with FI_LOCAL_MR as a
+ *    mode bit, answered with FI_MR_BASIC;
+ *  - traffic class: FI_TC_UNSPEC, FI_TC_BEST_EFFORT and FI_TC_LOW_LATENCY (tclass.h);
  *  - limits (sizes, iov limits, inject size, max message size) may be asked lower, never
  *    higher; ordering and ordered sizes cannot be asked where none is provided;
  *  - threading, progress, resource management and AV type: any value the provider can
@@ -24,6 +31,7 @@
 #include "info.h"
 
 #include "log.h"
+#include "tclass.h"
 
 #include <algorithm>
 #include <cstdarg>
@@ -52,20 +60,36 @@ struct Fail {
 	}
 };
 
-constexpr uint64_t kModifiers = FI_READ | FI_WRITE | FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
+constexpr uint64_t kMsgMods = FI_SEND | FI_RECV;
+constexpr uint64_t kRmaMods = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 constexpr uint64_t kComm = FI_LOCAL_COMM | FI_REMOTE_COMM;
+/* FI_MR_BASIC as mr_mode bits (fi_mr(3)). */
+constexpr int kBasicBits = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 
-/* Requested caps -> enabled caps (with the implied modifiers and defaults). */
+/* Requested caps -> enabled caps: a primary capability asked without any of its
+ * modifiers gets all of them (fi_getinfo(3)); FI_LOCAL/REMOTE_COMM by default. */
 uint64_t expand_caps(uint64_t want, uint64_t prov)
 {
 	uint64_t out = want;
-	if ((out & FI_MSG) && !(out & (FI_SEND | FI_RECV)))
-		out |= prov & (FI_SEND | FI_RECV);
-	if ((out & FI_RMA) && !(out & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
-		out |= prov & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
+	if ((out & (FI_MSG | FI_TAGGED)) && !(out & kMsgMods))
+		out |= prov & kMsgMods;
+	if ((out & (FI_RMA | FI_ATOMIC)) && !(out & kRmaMods))
+		out |= prov & kRmaMods;
 	if (!(out & kComm))
 		out |= prov & kComm;
 	return out;
+}
+
+/* fi_getinfo(3): FI_READ, FI_WRITE, FI_REMOTE_READ and FI_REMOTE_WRITE modify FI_RMA or
+ * FI_ATOMIC and require one of them. */
+bool orphan_rma_modifiers(uint64_t caps) { return (caps & kRmaMods) && !(caps & (FI_RMA | FI_ATOMIC)); }
+
+/* API < 1.5 speaks FI_MR_BASIC, with local registration as the FI_LOCAL_MR mode bit. */
+void to_basic(fi_info *info, int prov_mr, uint64_t *mode)
+{
+	info->domain_attr->mr_mode = FI_MR_BASIC;
+	if (prov_mr & FI_MR_LOCAL)
+		*mode |= FI_LOCAL_MR;
 }
 
 /* Which modes the application accepts for an attribute (0 in the attr: the info's). */
@@ -85,8 +109,14 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 	}
 	Fail fail{why, info};
 	info->fabric_attr->api_version = version;
-	if (!hints)
+	if (!hints) {
+		/* Everything offered, said in the API version's terms. */
+		if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
+			to_basic(info, info->domain_attr->mr_mode, &info->mode);
+			info->tx_attr->mode = info->rx_attr->mode = info->mode;
+		}
 		return info;
+	}
 	const bool direct = !strcmp(info->fabric_attr->name, kDirectFabric);
 	const uint64_t tx_mask = direct ? kDirectTxCaps : kRdmTxCaps;
 	const uint64_t rx_mask = direct ? kDirectRxCaps : kRdmRxCaps;
@@ -115,6 +145,12 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 
 	/* ---- capabilities */
 	const uint64_t prov_caps = info->caps;
+	for (uint64_t asked : {hints->caps, hints->tx_attr ? hints->tx_attr->caps : 0,
+			       hints->rx_attr ? hints->rx_attr->caps : 0})
+		if (orphan_rma_modifiers(asked))
+			return fail("caps %#lx: FI_READ, FI_WRITE, FI_REMOTE_READ and FI_REMOTE_WRITE need FI_RMA or "
+				    "FI_ATOMIC (fi_getinfo(3))",
+				    (unsigned long)asked);
 	if (hints->caps & ~prov_caps)
 		return fail("caps %#lx not supported", (unsigned long)(hints->caps & ~prov_caps));
 	uint64_t caps = hints->caps ? expand_caps(hints->caps, prov_caps) : prov_caps;
@@ -135,43 +171,59 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 			caps &= ~(FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
 	}
 
-	/* ---- memory registration */
-	int prov_mr = info->domain_attr->mr_mode;
+	/* ---- memory registration (fi_mr(3); FI_LOCAL_MR in fi_getinfo(3)) */
 	const int user_mr = hints->domain_attr ? hints->domain_attr->mr_mode : 0;
+	/* The mr_mode bits the application accepts, and whether it speaks FI_MR_BASIC. */
+	int offered = user_mr;
+	bool basic = false;
+	if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
+		if (user_mr == FI_MR_SCALABLE)
+			return fail("mr_mode FI_MR_SCALABLE: keys are provider-chosen virtual-address regions "
+				    "(use FI_MR_BASIC or FI_MR_UNSPEC)");
+		if (user_mr != FI_MR_UNSPEC && user_mr != FI_MR_BASIC)
+			return fail("mr_mode %#x: before API 1.5 only FI_MR_UNSPEC, FI_MR_BASIC or FI_MR_SCALABLE",
+				    user_mr);
+		basic = true;
+	} else if (user_mr & FI_MR_SCALABLE) {
+		return fail("mr_mode %#x: FI_MR_SCALABLE is not supported (keys are provider-chosen, addresses "
+			    "virtual: use FI_MR_BASIC or the mr_mode bits)",
+			    user_mr);
+	} else if (user_mr & FI_MR_BASIC) {
+		if (user_mr != FI_MR_BASIC)
+			return fail("mr_mode %#x: FI_MR_BASIC must be set alone (fi_mr(3))", user_mr);
+		basic = true;
+	}
+	if (basic)
+		offered = kBasicBits | ((accepted & FI_LOCAL_MR) ? FI_MR_LOCAL : 0);
+	/* From 1.5 on, FI_LOCAL_MR means nothing next to mr_mode bits: only FI_MR_LOCAL
+	 * offers local registration. */
+	int prov_mr = info->domain_attr->mr_mode;
 	if (!direct) {
 		/* Only RMA and atomics need registration modes; without them, drop those
 		 * capabilities unless the application asked for them. */
-		const bool basic = FI_VERSION_LT(version, FI_VERSION(1, 5)) ? user_mr != FI_MR_SCALABLE
-									    : ((user_mr & FI_MR_BASIC) ||
-									       (user_mr & prov_mr) == prov_mr);
-		if (!basic) {
-			if (hints->caps & (FI_RMA | FI_ATOMIC))
+		if ((offered & prov_mr) != prov_mr) {
+			if (hints->caps & kRmaCaps)
 				return fail("mr_mode %#x: RMA and atomics need FI_MR_ALLOCATED | FI_MR_PROV_KEY | "
-					    "FI_MR_VIRT_ADDR", user_mr);
+					    "FI_MR_VIRT_ADDR (or FI_MR_BASIC)",
+					    user_mr);
 			caps &= ~kRmaCaps;
 		}
 		if (!(caps & (FI_RMA | FI_ATOMIC)))
 			prov_mr = 0;
 	}
-	if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
-		if (user_mr == FI_MR_SCALABLE)
-			return fail("mr_mode FI_MR_SCALABLE: keys are provider-chosen virtual-address regions");
-		if ((prov_mr & FI_MR_LOCAL) && !(accepted & FI_LOCAL_MR))
-			return fail("mode: FI_LOCAL_MR required (API < 1.5)");
-		info->domain_attr->mr_mode = prov_mr ? FI_MR_BASIC : FI_MR_UNSPEC;
-		mode |= (prov_mr & FI_MR_LOCAL) ? FI_LOCAL_MR : 0;
+	if ((offered & prov_mr) != prov_mr)
+		return fail("mr_mode %#x lacks the required %#x%s", user_mr, prov_mr & ~offered,
+			    !(prov_mr & ~offered & FI_MR_LOCAL)	? ""
+			    : basic				? " (with FI_MR_BASIC, offer FI_LOCAL_MR in mode)"
+			    : (accepted & FI_LOCAL_MR)		? " (from API 1.5 the FI_LOCAL_MR mode bit is ignored next "
+								  "to mr_mode bits: set FI_MR_LOCAL)"
+								: "");
+	if (basic) {
+		to_basic(info, prov_mr, &mode);
 	} else {
-		int user = user_mr;
-		if (user & FI_MR_SCALABLE)
-			return fail("mr_mode FI_MR_SCALABLE");
-		if (user & FI_MR_BASIC)
-			user = (user & ~FI_MR_BASIC) | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-		if (accepted & FI_LOCAL_MR)
-			user |= FI_MR_LOCAL;
-		if ((user & prov_mr) != prov_mr)
-			return fail("mr_mode %#x lacks the required %#x", user_mr, prov_mr & ~user);
-		/* The efa fabric never needs descriptors (it copies, or emulates RMA without
-		 * them), so it does not hand FI_MR_LOCAL back even when offered. */
+		/* Only the bits required: the efa fabric never needs descriptors (it copies,
+		 * or emulates RMA without them), so it does not hand FI_MR_LOCAL back even
+		 * when offered. */
 		info->domain_attr->mr_mode = prov_mr;
 	}
 	info->mode = mode;
@@ -214,6 +266,9 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 		if (h->cq_cnt > dom.cq_cnt || h->ep_cnt > dom.ep_cnt || h->cntr_cnt > dom.cntr_cnt ||
 		    h->mr_cnt > dom.mr_cnt)
 			return fail("object counts above the device's");
+		if (!tclass_served(h->tclass))
+			return fail("domain_attr->tclass %#x: only FI_TC_UNSPEC, FI_TC_BEST_EFFORT, FI_TC_LOW_LATENCY",
+				    h->tclass);
 		if (h->tclass)
 			dom.tclass = h->tclass;
 	}
@@ -251,8 +306,11 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 	tx.caps = caps & tx_mask;
 	tx.mode = info->mode;
 	if (const fi_tx_attr *h = hints->tx_attr) {
-		if (h->caps & ~(prov_caps & tx_mask))
-			return fail("tx_attr->caps %#lx", (unsigned long)h->caps);
+		/* fi_endpoint(3): a subset of the endpoint's capabilities. */
+		if (h->caps & ~(caps & tx_mask))
+			return fail("tx_attr->caps %#lx: %#lx not among the endpoint's transmit caps %#lx",
+				    (unsigned long)h->caps, (unsigned long)(h->caps & ~(caps & tx_mask)),
+				    (unsigned long)(caps & tx_mask));
 		if (h->caps)
 			tx.caps = expand_caps(h->caps, caps) & tx_mask;
 		if ((prov_mode & FI_CONTEXT2) && !(app_modes(h->mode, accepted) & FI_CONTEXT2))
@@ -284,6 +342,9 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 			return fail("tx_attr->iov_limit %zu > %zu", h->iov_limit, tx.iov_limit);
 		if (h->rma_iov_limit > tx.rma_iov_limit)
 			return fail("rma_iov_limit %zu > %zu", h->rma_iov_limit, tx.rma_iov_limit);
+		if (!tclass_served(h->tclass))
+			return fail("tx_attr->tclass %#x: only FI_TC_UNSPEC, FI_TC_BEST_EFFORT, FI_TC_LOW_LATENCY",
+				    h->tclass);
 		if (h->tclass)
 			tx.tclass = h->tclass;
 	}
@@ -293,8 +354,10 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 	rx.caps = caps & rx_mask;
 	rx.mode = info->mode;
 	if (const fi_rx_attr *h = hints->rx_attr) {
-		if (h->caps & ~(prov_caps & rx_mask))
-			return fail("rx_attr->caps %#lx", (unsigned long)h->caps);
+		if (h->caps & ~(caps & rx_mask))
+			return fail("rx_attr->caps %#lx: %#lx not among the endpoint's receive caps %#lx",
+				    (unsigned long)h->caps, (unsigned long)(h->caps & ~(caps & rx_mask)),
+				    (unsigned long)(caps & rx_mask));
 		if (h->caps)
 			rx.caps = expand_caps(h->caps, caps) & rx_mask;
 		if ((prov_mode & FI_CONTEXT2) && !(app_modes(h->mode, accepted) & FI_CONTEXT2))
@@ -319,7 +382,7 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 		if (h->iov_limit > rx.iov_limit)
 			return fail("rx_attr->iov_limit %zu > %zu", h->iov_limit, rx.iov_limit);
 	}
-	info->caps = caps | tx.caps | rx.caps;
+	info->caps = caps;
 	return info;
 }
 

@@ -214,7 +214,12 @@ Test(info, tailoring_results)
 	cr_assert_eq(i->mode, uint64_t(FI_CONTEXT2), "FI_CONTEXT is cleared: not needed");
 	fi_freeinfo(i);
 	/* API < 1.5: FI_MR_BASIC and FI_LOCAL_MR */
-	Case old{"old", [](fi_info *h) { h->mode |= FI_LOCAL_MR; }, true, FI_VERSION(1, 4)};
+	Case old{"old",
+		 [](fi_info *h) {
+			 h->mode |= FI_LOCAL_MR;
+			 h->domain_attr->mr_mode = FI_MR_BASIC;
+		 },
+		 true, FI_VERSION(1, 4)};
 	i = run(old, &why);
 	cr_assert_eq(i->domain_attr->mr_mode, FI_MR_BASIC);
 	cr_assert(i->mode & FI_LOCAL_MR);

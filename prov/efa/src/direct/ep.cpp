@@ -4,6 +4,7 @@
 
 #include "addr.h"
 #include "log.h"
+#include "tclass.h"
 
 #include <rdma/fi_ext_efa.h>
 #include <rdma/fi_atomic.h>
@@ -285,7 +286,7 @@ int Ep::enable()
 	qa.rq_depth = uint32_t(info->rx_attr->size);
 	qa.max_inline = uint32_t(inject_size);
 	qa.unsolicited_write_recv = !dom->rx_cq_data;
-	qa.sl = (info->tx_attr->tclass == FI_TC_LOW_LATENCY || dom->info->domain_attr->tclass == FI_TC_LOW_LATENCY) ? 8 : 0;
+	qa.sl = endpoint_sl(info, dom->info);
 	qa.processing_hints = true;
 	qa.qkey = qkey;
 	qa.rnr_retry = rnr_retry;
@@ -347,6 +348,8 @@ int ep_open(fid_domain *df, fi_info *info, fid_ep **out, void *context)
 		EFA_WARN(EpCtrl, "fi_endpoint: efa-direct offers FI_EP_RDM endpoints only");
 		return -FI_EINVAL;
 	}
+	if (int r = check_tclass(info->tx_attr->tclass, "fi_endpoint", "tx_attr->tclass"))
+		return r;
 	const verbs::Device &dev = *d->dev;
 	auto *ep = new Ep();
 	ep->hdr.magic = Ep::kMagic;

@@ -5,6 +5,7 @@
 #include "info.h"
 #include "log.h"
 #include "params.h"
+#include "tclass.h"
 
 #include <rdma/fi_ext_efa.h>
 
@@ -374,7 +375,7 @@ int Ep::enable()
 	qa.sq_depth = uint32_t(ntx);
 	qa.rq_depth = uint32_t(nrx);
 	qa.unsolicited_write_recv = dev.unsolicited_write_recv();
-	qa.sl = info->tx_attr->tclass == FI_TC_LOW_LATENCY ? 8 : 0;
+	qa.sl = endpoint_sl(info, dom->info);
 	qa.qkey = qkey;
 	qa.rnr_retry = rnr_retry;
 	auto q = verbs::Qp::create_srd(dev, dom->pd, scq->vcq, rcq->vcq, qa);
@@ -453,6 +454,8 @@ int ep_open(fid_domain *df, fi_info *info, fid_ep **out, void *context)
 		EFA_WARN(EpCtrl, "fi_endpoint: the efa fabric offers FI_EP_RDM endpoints only");
 		return -FI_EINVAL;
 	}
+	if (int r = check_tclass(info->tx_attr->tclass, "fi_endpoint", "tx_attr->tclass"))
+		return r;
 	auto *ep = new Ep();
 	ep->hdr.magic = Ep::kMagic;
 	ep->ep.fid.fclass = FI_CLASS_EP;
