@@ -331,12 +331,13 @@ public:
 		return ibv_wr_complete(qpx);
 	}
 
-	/* Polls until `n` completions arrived or `timeout_ms` passed (a bound, not a sync). */
+	/* Polls until `n` completions arrived or `timeout_ms` passed (a bound, not a sync);
+	 * polls at least once. */
 	std::vector<Completion> wait(size_t n, int timeout_ms = 10000)
 	{
 		std::vector<Completion> out;
 		auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-		while (out.size() < n && std::chrono::steady_clock::now() < end) {
+		for (bool first = true; out.size() < n && (first || std::chrono::steady_clock::now() < end); first = false) {
 			ibv_poll_cq_attr pa{};
 			if (ibv_start_poll(cq, &pa))
 				continue;
@@ -362,6 +363,39 @@ public:
 			ibv_end_poll(cq);
 		}
 		return out;
+	}
+
+	/*
+	 * Waits for `n` completions as a blocking CQ read (fi_cq_sread) does: poll; when the
+	 * CQ is empty, arm it, poll again, then sleep on the completion channel. Needs
+	 * NodeOpts::channel. `timeout_ms` bounds the whole wait.
+	 */
+	std::vector<Completion> wait_blocking(size_t n, int timeout_ms)
+	{
+		std::vector<Completion> out;
+		auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+		for (;;) {
+			std::vector<Completion> got = wait(n - out.size(), 0);
+			out.insert(out.end(), got.begin(), got.end());
+			if (out.size() >= n || !channel)
+				return out;
+			if (ibv_req_notify_cq(ibv_cq_ex_to_cq(cq), 0))
+				fail("ibv_req_notify_cq");
+			got = wait(n - out.size(), 0);
+			out.insert(out.end(), got.begin(), got.end());
+			if (out.size() >= n)
+				return out; /* the event, if any, is collected by the next wait */
+			auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+			if (left.count() <= 0)
+				return out;
+			pollfd pfd{channel->fd, POLLIN, 0};
+			if (poll(&pfd, 1, int(left.count())) == 1) {
+				ibv_cq *ev_cq;
+				void *ev_ctx;
+				if (ibv_get_cq_event(channel, &ev_cq, &ev_ctx) == 0)
+					ibv_ack_cq_events(ev_cq, 1);
+			}
+		}
 	}
 
 	efasim_stats stats() const
