@@ -489,10 +489,12 @@ Qp *create_srd_qp(ibv_context *c, ibv_qp_init_attr_ex *attr, const efadv_qp_init
 
 namespace ops {
 
-ibv_qp *create_qp_ex(ibv_context *, ibv_qp_init_attr_ex *attr)
+ibv_qp *create_qp_ex(ibv_context *, ibv_qp_init_attr_ex *)
 {
-	/* SRD QPs come from efadv_create_qp_ex(); UD is not offered by the software device. */
-	errno = attr && attr->qp_type == IBV_QPT_DRIVER ? EINVAL : EOPNOTSUPP;
+	/* SRD QPs come from efadv_create_qp_ex(); rdma-core's EFA provider takes only UD
+	 * here and refuses every other type, IBV_QPT_DRIVER included, as unsupported.
+	 * UD is not offered by the software device. */
+	errno = EOPNOTSUPP;
 	return nullptr;
 }
 

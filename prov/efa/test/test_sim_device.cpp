@@ -224,6 +224,12 @@ Test(sim_device, efadv_query_device_inlen)
 	ibv_close_device(c);
 }
 
+/*
+ * rdma-core's rules and error codes (providers/efa/verbs.c): incompatible input
+ * (inlen short of driver_qp_type, a comp_mask, a reserved byte, a non-zero unknown
+ * tail, a QP type other than IBV_QPT_DRIVER) is EINVAL; a known request the device
+ * cannot serve (another driver QP type, an unknown QP flag or wr_flag) is EOPNOTSUPP.
+ */
 Test(sim_device, efadv_create_qp_ex_inlen_and_comp_mask)
 {
 	QpEnv e;
@@ -232,9 +238,18 @@ Test(sim_device, efadv_create_qp_ex_inlen_and_comp_mask)
 	ibv_qp *qp = e.create(a, 0, 0, 0, 16);
 	cr_assert_not_null(qp, "16-byte inlen refused: %s", strerror(errno));
 	ibv_destroy_qp(qp);
+	/* the shortest rdma-core takes: up to driver_qp_type */
+	a = e.attr();
+	qp = e.create(a, 0, 0, 0, 12);
+	cr_assert_not_null(qp, "12-byte inlen refused: %s", strerror(errno));
+	ibv_destroy_qp(qp);
 	a = e.attr();
 	cr_assert_null(e.create(a, 0, 0, 0, 8));
 	cr_assert_eq(errno, EINVAL);
+	a = e.attr();
+	a.qp_type = IBV_QPT_UD;
+	cr_assert_null(e.create(a));
+	cr_assert_eq(errno, EINVAL, "efadv_create_qp_ex of a UD QP: %s", strerror(errno));
 
 	/* newer caller: a zero tail is fine, a non-zero unknown field is refused */
 	struct {
@@ -250,15 +265,20 @@ Test(sim_device, efadv_create_qp_ex_inlen_and_comp_mask)
 	a = e.attr();
 	errno = 0;
 	cr_assert_null(efadv_create_qp_ex(e.ctx, &a, reinterpret_cast<efadv_qp_init_attr *>(&big), sizeof big));
-	cr_assert(errno == EOPNOTSUPP || errno == EINVAL);
+	cr_assert_eq(errno, EINVAL, "non-zero unknown tail: %s", strerror(errno));
 
 	efadv_qp_init_attr_cur x{};
 	x.driver_qp_type = EFADV_QP_DRIVER_TYPE_SRD;
 	x.comp_mask = 1;
 	a = e.attr();
 	cr_assert_null(efadv_create_qp_ex(e.ctx, &a, reinterpret_cast<efadv_qp_init_attr *>(&x), sizeof x));
-	cr_assert_eq(errno, EOPNOTSUPP);
+	cr_assert_eq(errno, EINVAL, "comp_mask: %s", strerror(errno));
 	x.comp_mask = 0;
+	x.reserved = 1;
+	a = e.attr();
+	cr_assert_null(efadv_create_qp_ex(e.ctx, &a, reinterpret_cast<efadv_qp_init_attr *>(&x), sizeof x));
+	cr_assert_eq(errno, EINVAL, "reserved: %s", strerror(errno));
+	x.reserved = 0;
 	x.driver_qp_type = 7;
 	a = e.attr();
 	cr_assert_null(efadv_create_qp_ex(e.ctx, &a, reinterpret_cast<efadv_qp_init_attr *>(&x), sizeof x));
@@ -273,6 +293,21 @@ Test(sim_device, efadv_create_qp_ex_inlen_and_comp_mask)
 	a = e.attr();
 	cr_assert_null(efadv_create_qp_ex(e.ctx, &a, reinterpret_cast<efadv_qp_init_attr *>(&x), sizeof x));
 	cr_assert_eq(errno, EOPNOTSUPP);
+
+	/* the EFA_1.0 entry point */
+	ibv_qp_init_attr ia{};
+	ia.send_cq = ia.recv_cq = ibv_cq_ex_to_cq(e.cq);
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	ia.qp_type = IBV_QPT_UD;
+	cr_assert_null(efadv_create_driver_qp(e.pd, &ia, EFADV_QP_DRIVER_TYPE_SRD));
+	cr_assert_eq(errno, EINVAL);
+	ia.qp_type = IBV_QPT_DRIVER;
+	cr_assert_null(efadv_create_driver_qp(e.pd, &ia, 7));
+	cr_assert_eq(errno, EOPNOTSUPP);
+	qp = efadv_create_driver_qp(e.pd, &ia, EFADV_QP_DRIVER_TYPE_SRD);
+	cr_assert_not_null(qp, "efadv_create_driver_qp: %s", strerror(errno));
+	ibv_destroy_qp(qp);
 }
 
 Test(sim_device, efadv_create_cq_inlen)
@@ -289,7 +324,27 @@ Test(sim_device, efadv_create_cq_inlen)
 	cr_assert_not_null(efadv_cq_from_ibv_cq_ex(cq));
 	cr_assert_geq(cq->cqe, 8);
 	ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
+	/* incompatible input is EINVAL (rdma-core): short of wc_flags, a comp_mask, a
+	 * non-zero unknown tail */
+	cr_assert_null(efadv_create_cq(c, &ca, reinterpret_cast<efadv_cq_init_attr *>(&v1), 8));
+	cr_assert_eq(errno, EINVAL);
 	efadv_cq_init_attr_cur cur{};
+	cur.comp_mask = 1;
+	cr_assert_null(efadv_create_cq(c, &ca, reinterpret_cast<efadv_cq_init_attr *>(&cur), sizeof cur));
+	cr_assert_eq(errno, EINVAL, "comp_mask: %s", strerror(errno));
+	cur.comp_mask = 0;
+	struct {
+		efadv_cq_init_attr_cur cur;
+		uint64_t future;
+	} big{};
+	big.future = 1;
+	cr_assert_null(efadv_create_cq(c, &ca, reinterpret_cast<efadv_cq_init_attr *>(&big), sizeof big));
+	cr_assert_eq(errno, EINVAL, "non-zero unknown tail: %s", strerror(errno));
+	big.future = 0;
+	cq = efadv_create_cq(c, &ca, reinterpret_cast<efadv_cq_init_attr *>(&big), sizeof big);
+	cr_assert_not_null(cq, "zero tail refused: %s", strerror(errno));
+	ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
+	/* a request the device cannot serve is EOPNOTSUPP */
 	cur.wc_flags = 1 << 5; /* unknown */
 	cr_assert_null(efadv_create_cq(c, &ca, reinterpret_cast<efadv_cq_init_attr *>(&cur), sizeof cur));
 	cr_assert_eq(errno, EOPNOTSUPP);
@@ -342,9 +397,10 @@ Test(sim_device, qp_limits_and_caps)
 	cr_assert_geq(a.cap.max_inline_data, 40u);
 	cr_assert_not_null(ibv_qp_to_qp_ex(qp));
 	cr_assert_not_null(efadv_qp_from_ibv_qp_ex(ibv_qp_to_qp_ex(qp)));
-	/* plain verbs cannot make SRD (or any other) QPs on EFA */
+	/* plain verbs cannot make SRD QPs on EFA: rdma-core answers EOPNOTSUPP */
 	auto b = e.attr();
 	cr_assert_null(ibv_create_qp_ex(e.ctx, &b));
+	cr_assert_eq(errno, EOPNOTSUPP, "ibv_create_qp_ex(IBV_QPT_DRIVER): %s", strerror(errno));
 	/* a CQ in use cannot be destroyed */
 	cr_assert_eq(ibv_destroy_cq(ibv_cq_ex_to_cq(e.cq)), EBUSY);
 	cr_assert_eq(ibv_destroy_qp(qp), 0);
