@@ -182,13 +182,16 @@ void wr_unsupported(Qp *qp) { qp->session_err = qp->session_err ? qp->session_er
 void wr_set_processing_hints(efadv_qp *dv, uint32_t hints)
 {
 	Qp *qp = Qp::from_dv(dv);
-	if (!(qp->dv_wr_flags & EFADV_WR_EX_WITH_PROCESSING_HINTS) ||
-	    (hints & ~uint32_t(EFADV_WR_PROCESSING_HINT_BURST_PPS_SENSITIVE))) {
+	/* rdma-core has no setter on a QP created without the wr_flag (calling it would
+	 * crash): refuse the batch instead. */
+	if (!(qp->dv_wr_flags & EFADV_WR_EX_WITH_PROCESSING_HINTS)) {
 		qp->session_err = qp->session_err ? qp->session_err : EINVAL;
 		return;
 	}
+	/* Hint bits this device does not know are ignored, as rdma-core passes them on and
+	 * the device ignores them. */
 	if (WrDesc *d = cur(qp))
-		d->hints = uint8_t(hints);
+		d->hints = uint8_t(hints & EFADV_WR_PROCESSING_HINT_BURST_PPS_SENSITIVE);
 }
 
 /* Starts one work request (Runtime::lock held). Local errors complete at once. */
@@ -382,14 +385,14 @@ Qp *create_srd_qp(ibv_context *c, ibv_qp_init_attr_ex *attr, const efadv_qp_init
 	if ((efa.flags & EFADV_QP_FLAGS_UNSOLICITED_WRITE_RECV) &&
 	    !(prof.device_caps & EFADV_DEVICE_ATTR_CAPS_UNSOLICITED_WRITE_RECV))
 		return fail(EOPNOTSUPP);
-	if ((efa.flags & EFADV_QP_FLAGS_INLINE_WRITE) &&
-	    (!(prof.device_caps & EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE) || dev.inline_buf_size_ex <= dev.inline_buf_size))
+	/* Inline RDMA write comes with RDMA write, whatever the inline size (with a
+	 * 32-byte inline the writes are just as short). */
+	if ((efa.flags & EFADV_QP_FLAGS_INLINE_WRITE) && !(prof.device_caps & EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE))
 		return fail(EOPNOTSUPP);
 	if (efa.sl && (!prof.service_levels || efa.sl > 15))
 		return fail(EOPNOTSUPP);
+	/* Processing hints: every generation (sim.h, Profile). */
 	if (efa.wr_flags & ~uint64_t(EFADV_WR_EX_WITH_PROCESSING_HINTS))
-		return fail(EOPNOTSUPP);
-	if ((efa.wr_flags & EFADV_WR_EX_WITH_PROCESSING_HINTS) && !prof.processing_hints)
 		return fail(EOPNOTSUPP);
 
 	Context *ctx = Context::from(c);

@@ -124,9 +124,10 @@ struct Profile {
 	uint32_t vendor_part_id;
 	uint32_t device_caps;       /* EFADV_DEVICE_ATTR_CAPS_* */
 	uint16_t inline_buf_size;
-	uint16_t inline_buf_size_ex; /* == inline_buf_size: no wide WQE, no INLINE_WRITE */
-	bool processing_hints;
+	uint16_t inline_buf_size_ex; /* == inline_buf_size: no wide inline */
 	bool service_levels;
+	/* Processing hints are accepted on every generation, as rdma-core does (a device
+	 * that does not use them ignores them). */
 };
 
 struct Config {

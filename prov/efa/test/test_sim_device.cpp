@@ -156,6 +156,14 @@ Test(sim_device, profile_no_rdma_write, .init = [] { setenv("EFASIM_PROFILE", "n
 	ibv_qp *qp = e.create(a);
 	cr_assert_not_null(qp);
 	ibv_destroy_qp(qp);
+	/* no inline RDMA write without RDMA write; processing hints on every generation */
+	a = e.attr();
+	cr_assert_null(e.create(a, EFADV_QP_FLAGS_INLINE_WRITE));
+	cr_assert_eq(errno, EOPNOTSUPP);
+	a = e.attr();
+	qp = e.create(a, 0, 0, EFADV_WR_EX_WITH_PROCESSING_HINTS);
+	cr_assert_not_null(qp, "processing hints refused on no-rdma-write: %s", strerror(errno));
+	ibv_destroy_qp(qp);
 	/* remote write access cannot be registered where there is no RDMA write */
 	char buf[64];
 	cr_assert_null(ibv_reg_mr(e.pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
@@ -178,21 +186,41 @@ Test(sim_device, profile_no_unsolicited, .init = [] { setenv("EFASIM_PROFILE", "
 	ibv_qp *qp = e.create(a, EFADV_QP_FLAGS_INLINE_WRITE);
 	cr_assert_not_null(qp, "INLINE_WRITE is still supported");
 	ibv_destroy_qp(qp);
+	a = e.attr();
+	qp = e.create(a, 0, 0, EFADV_WR_EX_WITH_PROCESSING_HINTS);
+	cr_assert_not_null(qp, "processing hints refused on no-unsolicited: %s", strerror(errno));
+	ibv_destroy_qp(qp);
+}
+
+Test(sim_device, profile_no_rdma_accepts_hints, .init = [] { setenv("EFASIM_PROFILE", "no-rdma", 1); })
+{
+	QpEnv e;
+	auto a = e.attr();
+	ibv_qp *qp = e.create(a, 0, 0, EFADV_WR_EX_WITH_PROCESSING_HINTS);
+	cr_assert_not_null(qp, "processing hints refused on the first generation: %s", strerror(errno));
+	cr_assert_not_null(efadv_qp_from_ibv_qp_ex(ibv_qp_to_qp_ex(qp)));
+	ibv_destroy_qp(qp);
+	a = e.attr();
+	cr_assert_null(e.create(a, EFADV_QP_FLAGS_INLINE_WRITE));
+	cr_assert_eq(errno, EOPNOTSUPP);
 }
 
 Test(sim_device, profile_inline32, .init = [] { setenv("EFASIM_PROFILE", "inline32", 1); })
 {
 	QpEnv e;
-	auto a = e.attr();
-	cr_assert_null(e.create(a, EFADV_QP_FLAGS_INLINE_WRITE));
-	cr_assert_eq(errno, EOPNOTSUPP);
+	/* INLINE_WRITE comes with RDMA write, whatever the inline size (rdma-core) */
+	auto a = e.attr(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE);
+	a.cap.max_inline_data = 32;
+	ibv_qp *qp = e.create(a, EFADV_QP_FLAGS_INLINE_WRITE);
+	cr_assert_not_null(qp, "INLINE_WRITE refused on inline32: %s", strerror(errno));
+	ibv_destroy_qp(qp);
 	a = e.attr();
 	a.cap.max_inline_data = 33;
 	cr_assert_null(e.create(a));
 	cr_assert_eq(errno, EINVAL);
 	a = e.attr();
 	a.cap.max_inline_data = 32;
-	ibv_qp *qp = e.create(a);
+	qp = e.create(a);
 	cr_assert_not_null(qp);
 	cr_assert_geq(a.cap.max_inline_data, 32u);
 	ibv_destroy_qp(qp);
