@@ -265,7 +265,7 @@ struct Cqe {
 	uint8_t wc_flags;
 	uint8_t unsolicited;
 	uint8_t has_sgid;
-	uint8_t sl;
+	uint8_t sl; /* always 0, as rdma-core reports it */
 	Gid sgid;
 };
 

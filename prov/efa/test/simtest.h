@@ -136,6 +136,7 @@ struct Completion {
 	uint32_t qp_num;
 	uint32_t src_qp;
 	uint32_t slid;
+	uint8_t sl;
 	bool unsolicited;
 	bool has_sgid;
 	ibv_gid sgid;
@@ -353,6 +354,7 @@ public:
 				c.qp_num = ibv_wc_read_qp_num(cq);
 				c.src_qp = ibv_wc_read_src_qp(cq);
 				c.slid = ibv_wc_read_slid(cq);
+				c.sl = ibv_wc_read_sl(cq);
 				if (dvcq) {
 					c.has_sgid = efadv_wc_read_sgid(dvcq, &c.sgid) == 0;
 					if (opts_.unsolicited_cq)
