@@ -140,6 +140,35 @@ Test(sim_device, query_attributes_default_profile)
 	ibv_close_device(c);
 }
 
+/*
+ * The capability bits of the newest efadv: CQs in external dmabuf memory and completion
+ * counters. No generation the device models offers them (efasim(7)), and a CQ asked for
+ * in dmabuf memory is refused as rdma-core refuses it on such a device.
+ */
+Test(sim_device, newest_capability_bits_are_not_reported)
+{
+	static_assert(EFADV_DEVICE_ATTR_CAPS_CQ_WITH_EXT_MEM_DMABUF == (1 << 5));
+	static_assert(EFADV_DEVICE_ATTR_CAPS_COMP_CNTR == (1 << 6));
+	ibv_context *c = open_dev();
+	efadv_device_attr_cur ea{};
+	cr_assert_eq(efadv_query_device(c, reinterpret_cast<efadv_device_attr *>(&ea), sizeof ea), 0);
+	cr_assert_eq(ea.device_caps & (EFADV_DEVICE_ATTR_CAPS_CQ_WITH_EXT_MEM_DMABUF | EFADV_DEVICE_ATTR_CAPS_COMP_CNTR),
+		     0u, "caps %#x", ea.device_caps);
+	static uint8_t ring[4096];
+	ibv_cq_init_attr_ex ca{};
+	ca.cqe = 8;
+	ca.wc_flags = IBV_WC_STANDARD_FLAGS;
+	efadv_cq_init_attr_cur ce{};
+	ce.flags = EFADV_CQ_INIT_FLAGS_EXT_MEM_DMABUF;
+	ce.ext_mem_dmabuf.buffer = ring;
+	ce.ext_mem_dmabuf.length = sizeof ring;
+	ce.ext_mem_dmabuf.fd = -1;
+	errno = 0;
+	cr_assert_null(efadv_create_cq(c, &ca, reinterpret_cast<efadv_cq_init_attr *>(&ce), sizeof ce));
+	cr_assert_eq(errno, EOPNOTSUPP, "CQ in dmabuf memory: %s", strerror(errno));
+	ibv_close_device(c);
+}
+
 Test(sim_device, profile_no_rdma_write, .init = [] { setenv("EFASIM_PROFILE", "no-rdma-write", 1); })
 {
 	QpEnv e;

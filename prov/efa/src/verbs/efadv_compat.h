@@ -44,6 +44,9 @@ extern "C" {
 #if !HAVE_DECL_EFADV_DEVICE_ATTR_CAPS_CQ_WITH_EXT_MEM_DMABUF
 #define EFADV_DEVICE_ATTR_CAPS_CQ_WITH_EXT_MEM_DMABUF (1 << 5)
 #endif
+#if !HAVE_DECL_EFADV_DEVICE_ATTR_CAPS_COMP_CNTR
+#define EFADV_DEVICE_ATTR_CAPS_COMP_CNTR (1 << 6)
+#endif
 
 /* ------------------------------------------------------------ QP creation flags */
 #if !HAVE_DECL_EFADV_QP_FLAGS_UNSOLICITED_WRITE_RECV
