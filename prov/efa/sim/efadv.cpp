@@ -190,3 +190,50 @@ EFASIM_EXPORT efadv_qp *efadv_qp_from_ibv_qp_ex(ibv_qp_ex *qpx)
 		return nullptr;
 	return &qp->dvqp;
 }
+
+/*
+ * Queue depths for given queue attributes (rdma-core's efadv_get_max_sq_depth /
+ * efadv_get_max_rq_depth): the depth, or a negative errno. The input rules are those of
+ * the other efadv calls (inlen, comp_mask, unknown tail: -EINVAL). A flag the device
+ * cannot serve (inline write without RDMA write, or unknown) is -EOPNOTSUPP; sizes
+ * beyond the device's are -EINVAL. QP creation applies the same rule (sim.h).
+ */
+EFASIM_EXPORT int efadv_get_max_sq_depth(ibv_context *c, efadv_sq_depth_attr *attr, uint32_t inlen)
+{
+	if (!Context::checked(c))
+		return -EOPNOTSUPP;
+	efadv_sq_depth_attr a;
+	if (int err = take_input(attr, inlen, sizeof a, a))
+		return -err;
+	if (a.comp_mask)
+		return -EINVAL;
+	const Profile &prof = *config().profile;
+	if ((a.flags & ~uint32_t(EFADV_SQ_DEPTH_ATTR_INLINE_WRITE)) ||
+	    ((a.flags & EFADV_SQ_DEPTH_ATTR_INLINE_WRITE) && !(prof.device_caps & EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE)))
+		return -EOPNOTSUPP;
+	efadv_device_attr_cur dev;
+	fill_efadv_attr(dev);
+	ibv_device_attr da;
+	fill_device_attr(da, Context::from(c)->rt->index);
+	if (a.max_send_sge > dev.max_sq_sge || a.max_rdma_sge > uint32_t(da.max_sge_rd) ||
+	    a.max_inline_data > dev.inline_buf_size_ex)
+		return -EINVAL;
+	return int(max_sq_depth(prof, a.flags & EFADV_SQ_DEPTH_ATTR_INLINE_WRITE, a.max_inline_data));
+}
+
+EFASIM_EXPORT int efadv_get_max_rq_depth(ibv_context *c, efadv_rq_depth_attr *attr, uint32_t inlen)
+{
+	if (!Context::checked(c))
+		return -EOPNOTSUPP;
+	efadv_rq_depth_attr a;
+	constexpr size_t min_len = offsetof(efadv_rq_depth_attr, max_recv_sge) + sizeof(uint32_t);
+	if (int err = take_input(attr, inlen, min_len, a))
+		return -err;
+	if (a.comp_mask)
+		return -EINVAL;
+	efadv_device_attr_cur dev;
+	fill_efadv_attr(dev);
+	if (a.max_recv_sge > dev.max_rq_sge)
+		return -EINVAL;
+	return int(max_rq_depth(*config().profile, a.max_recv_sge));
+}

@@ -365,10 +365,6 @@ Qp *create_srd_qp(ibv_context *c, ibv_qp_init_attr_ex *attr, const efadv_qp_init
 	fill_efadv_attr(dev);
 	const uint32_t inline_max = dev.inline_buf_size_ex;
 	const ibv_qp_cap &req = attr->cap;
-	if (req.max_send_wr > dev.max_sq_wr || req.max_recv_wr > dev.max_rq_wr ||
-	    req.max_send_sge > dev.max_sq_sge || req.max_recv_sge > dev.max_rq_sge ||
-	    req.max_inline_data > inline_max)
-		return fail(EINVAL);
 
 	uint64_t ops = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
 	if (prof.device_caps & EFADV_DEVICE_ATTR_CAPS_RDMA_READ)
@@ -394,6 +390,15 @@ Qp *create_srd_qp(ibv_context *c, ibv_qp_init_attr_ex *attr, const efadv_qp_init
 	/* Processing hints: every generation (sim.h, Profile). */
 	if (efa.wr_flags & ~uint64_t(EFADV_WR_EX_WITH_PROCESSING_HINTS))
 		return fail(EOPNOTSUPP);
+
+	/* Limits come after the features, as in rdma-core; the queue depths depend on the
+	 * entries the features need (max_sq_depth, max_rq_depth). */
+	const bool inline_write = efa.flags & EFADV_QP_FLAGS_INLINE_WRITE;
+	const uint32_t sq_limit = max_sq_depth(prof, inline_write, req.max_inline_data);
+	const uint32_t rq_limit = max_rq_depth(prof, req.max_recv_sge);
+	if (req.max_send_wr > sq_limit || req.max_recv_wr > rq_limit || req.max_send_sge > dev.max_sq_sge ||
+	    req.max_recv_sge > dev.max_rq_sge || req.max_inline_data > inline_max)
+		return fail(EINVAL);
 
 	Context *ctx = Context::from(c);
 	Runtime *rt = ctx->rt;
@@ -424,8 +429,8 @@ Qp *create_srd_qp(ibv_context *c, ibv_qp_init_attr_ex *attr, const efadv_qp_init
 	qp->rnr_retry = 7;
 
 	/* The queues actually created: at least what was asked, rounded as a device would. */
-	qp->cap.max_send_wr = std::min(roundup_pow2(std::max(req.max_send_wr, 1u)), dev.max_sq_wr);
-	qp->cap.max_recv_wr = std::min(roundup_pow2(std::max(req.max_recv_wr, 1u)), dev.max_rq_wr);
+	qp->cap.max_send_wr = std::min(roundup_pow2(std::max(req.max_send_wr, 1u)), sq_limit);
+	qp->cap.max_recv_wr = std::min(roundup_pow2(std::max(req.max_recv_wr, 1u)), rq_limit);
 	qp->cap.max_send_sge = dev.max_sq_sge;
 	qp->cap.max_recv_sge = dev.max_rq_sge;
 	qp->cap.max_inline_data = std::max<uint32_t>(req.max_inline_data, dev.inline_buf_size);

@@ -470,6 +470,103 @@ Test(sim_device, qp_limits_and_caps)
 	cr_assert_null(e.create(a, 0, 16));
 }
 
+/*
+ * The queue depth rule of EFA devices (efadv_get_max_sq_depth / efadv_get_max_rq_depth):
+ * wide send queue entries, for inline RDMA write or an inline size beyond
+ * inline_buf_size, halve the send queue; the receive queue holds max_rq_wr descriptors,
+ * max_recv_sge per receive. The functions report it and QP creation enforces it.
+ */
+Test(sim_device, queue_depths_follow_the_entry_size)
+{
+	QpEnv e;
+	efadv_device_attr_cur ea{};
+	efadv_query_device(e.ctx, reinterpret_cast<efadv_device_attr *>(&ea), sizeof ea);
+	auto sq = [&](uint32_t flags, uint32_t inl, uint32_t sge = 1, uint32_t inlen = sizeof(efadv_sq_depth_attr)) {
+		efadv_sq_depth_attr a{};
+		a.flags = flags;
+		a.max_send_sge = sge;
+		a.max_rdma_sge = 1;
+		a.max_inline_data = inl;
+		return efadv_get_max_sq_depth(e.ctx, &a, inlen);
+	};
+	cr_assert_eq(sq(0, 0), int(ea.max_sq_wr));
+	cr_assert_eq(sq(0, ea.inline_buf_size), int(ea.max_sq_wr));
+	cr_assert_eq(sq(0, ea.inline_buf_size + 1u), int(ea.max_sq_wr / 2));
+	cr_assert_eq(sq(EFADV_SQ_DEPTH_ATTR_INLINE_WRITE, 0), int(ea.max_sq_wr / 2));
+	cr_assert_eq(sq(EFADV_SQ_DEPTH_ATTR_INLINE_WRITE, ea.inline_buf_size_ex), int(ea.max_sq_wr / 2));
+	cr_assert_eq(sq(0, ea.inline_buf_size_ex + 1u), -EINVAL);
+	cr_assert_eq(sq(0, 0, ea.max_sq_sge + 1u), -EINVAL);
+	cr_assert_eq(sq(1u << 5, 0), -EOPNOTSUPP);
+	cr_assert_eq(sq(0, 0, 1, 16), -EINVAL);
+	efadv_sq_depth_attr cm{};
+	cm.comp_mask = 1;
+	cr_assert_eq(efadv_get_max_sq_depth(e.ctx, &cm, sizeof cm), -EINVAL);
+	struct {
+		efadv_sq_depth_attr a;
+		uint64_t future;
+	} big{};
+	cr_assert_eq(efadv_get_max_sq_depth(e.ctx, &big.a, sizeof big), int(ea.max_sq_wr));
+	big.future = 1;
+	cr_assert_eq(efadv_get_max_sq_depth(e.ctx, &big.a, sizeof big), -EINVAL);
+
+	auto rq = [&](uint32_t sge) {
+		efadv_rq_depth_attr a{};
+		a.max_recv_sge = sge;
+		return efadv_get_max_rq_depth(e.ctx, &a, sizeof a);
+	};
+	cr_assert_eq(rq(1), int(ea.max_rq_wr));
+	cr_assert_eq(rq(2), int(ea.max_rq_wr / 2));
+	cr_assert_eq(rq(ea.max_rq_sge + 1u), -EINVAL);
+	efadv_rq_depth_attr rcm{};
+	rcm.comp_mask = 1;
+	cr_assert_eq(efadv_get_max_rq_depth(e.ctx, &rcm, sizeof rcm), -EINVAL);
+
+	/* QP creation: the same rule */
+	auto a = e.attr(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE);
+	a.cap.max_send_wr = ea.max_sq_wr;
+	a.cap.max_inline_data = ea.inline_buf_size_ex;
+	cr_assert_null(e.create(a));
+	cr_assert_eq(errno, EINVAL, "a full send queue of wide entries: %s", strerror(errno));
+	a = e.attr(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE);
+	a.cap.max_send_wr = ea.max_sq_wr;
+	cr_assert_null(e.create(a, EFADV_QP_FLAGS_INLINE_WRITE));
+	cr_assert_eq(errno, EINVAL, "a full send queue with INLINE_WRITE: %s", strerror(errno));
+	a = e.attr(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE);
+	a.cap.max_send_wr = ea.max_sq_wr / 2;
+	a.cap.max_inline_data = ea.inline_buf_size_ex;
+	ibv_qp *qp = e.create(a, EFADV_QP_FLAGS_INLINE_WRITE);
+	cr_assert_not_null(qp, "half a send queue of wide entries: %s", strerror(errno));
+	cr_assert_eq(a.cap.max_send_wr, ea.max_sq_wr / 2);
+	ibv_destroy_qp(qp);
+	a = e.attr();
+	a.cap.max_send_wr = ea.max_sq_wr;
+	a.cap.max_inline_data = ea.inline_buf_size;
+	qp = e.create(a);
+	cr_assert_not_null(qp, "a full send queue of narrow entries: %s", strerror(errno));
+	ibv_destroy_qp(qp);
+	a = e.attr();
+	a.cap.max_recv_sge = 2;
+	a.cap.max_recv_wr = ea.max_rq_wr;
+	cr_assert_null(e.create(a));
+	cr_assert_eq(errno, EINVAL, "a receive queue beyond its descriptors: %s", strerror(errno));
+	a = e.attr();
+	a.cap.max_recv_sge = 2;
+	a.cap.max_recv_wr = ea.max_rq_wr / 2;
+	qp = e.create(a);
+	cr_assert_not_null(qp, "max_rq_wr / 2 receives of 2 entries: %s", strerror(errno));
+	ibv_destroy_qp(qp);
+}
+
+Test(sim_device, queue_depths_without_rdma_write, .init = [] { setenv("EFASIM_PROFILE", "no-rdma-write", 1); })
+{
+	QpEnv e;
+	efadv_sq_depth_attr a{};
+	a.flags = EFADV_SQ_DEPTH_ATTR_INLINE_WRITE;
+	cr_assert_eq(efadv_get_max_sq_depth(e.ctx, &a, sizeof a), -EOPNOTSUPP);
+	a.flags = 0;
+	cr_assert_eq(efadv_get_max_sq_depth(e.ctx, &a, sizeof a), 4096);
+}
+
 Test(sim_device, qp_state_machine)
 {
 	QpEnv e;
