@@ -284,7 +284,10 @@ int Ep::enable()
 	qa.sq_depth = uint32_t(info->tx_attr->size);
 	qa.rq_depth = uint32_t(info->rx_attr->size);
 	qa.max_inline = uint32_t(inject_size);
+	/* Without FI_RX_CQ_DATA a remote write with data must not take one of the
+	 * application's receives: the QP has unsolicited write receive, or no endpoint. */
 	qa.unsolicited_write_recv = !dom->rx_cq_data;
+	qa.require_unsolicited_write_recv = !dom->rx_cq_data && (info->caps & (FI_RMA | FI_REMOTE_WRITE));
 	qa.sl = (info->tx_attr->tclass == FI_TC_LOW_LATENCY || dom->info->domain_attr->tclass == FI_TC_LOW_LATENCY) ? 8 : 0;
 	qa.processing_hints = true;
 	qa.qkey = qkey;

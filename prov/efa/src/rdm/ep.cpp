@@ -345,8 +345,6 @@ int Ep::enable()
 		features |= kFeatRdmaRead;
 	if (dev.rdma_write())
 		features |= kFeatRdmaWrite;
-	if (dev.unsolicited_write_recv())
-		features |= kFeatUnsolicitedWriteRecv;
 
 	const size_t ntx = std::clamp<size_t>(prm.tx_pkt_pool_size, 8, dev.efa().max_sq_wr);
 	const size_t nrx = std::clamp<size_t>(prm.rx_pkt_pool_size, 8, dev.efa().max_rq_wr);
@@ -383,6 +381,10 @@ int Ep::enable()
 		return q.error();
 	}
 	qp = q.take();
+	/* Peers learn what the QP has (the handshake): a write with data to a QP without
+	 * unsolicited write receive would take one of its receive packets. */
+	if (qp.features().unsolicited_write_recv)
+		features |= kFeatUnsolicitedWriteRecv;
 	if (int r = tx_pkts.init(dom->pd, ntx, mtu, Pkt::Kind::Tx); r) {
 		qp = verbs::Qp();
 		undo_slots();

@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The QP features an endpoint relies on, through the public libfabric API on the
+ * software device: what the endpoint's mode needs is never silently dropped, processing
+ * hints reach the device on the operations they apply to, and unsolicited write receive
+ * can be turned off (FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV, FI_EFA_USE_UNSOLICITED_WRITE_RECV).
+ *
+ * Two endpoints of two domains in one process; reading both CQs drives both (manual
+ * progress). Each Criterion test runs in its own process.
+ */
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_ext_efa.h>
+#include <rdma/fi_rma.h>
+
+#include <criterion/criterion.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <vector>
+
+namespace {
+
+constexpr size_t kBuf = 4096;
+
+struct Side {
+	fid_domain *dom = nullptr;
+	fid_av *av = nullptr;
+	fid_cq *cq = nullptr;
+	fid_ep *ep = nullptr;
+	fid_mr *mr = nullptr;
+	uint8_t name[64] = {};
+	fi_addr_t peer = FI_ADDR_NOTAVAIL;
+	std::vector<uint8_t> buf = std::vector<uint8_t>(kBuf);
+	std::deque<fi_cq_data_entry> pending; /* read while progressing for the other side */
+	void *desc() const { return fi_mr_desc(mr); }
+	uint64_t addr(size_t off = 0) { return uint64_t(reinterpret_cast<uintptr_t>(buf.data() + off)); }
+};
+
+struct World {
+	fi_info *info = nullptr;
+	fid_fabric *fab = nullptr;
+	Side ini, tgt;
+	bool rdm = false;
+};
+
+World g;
+
+void env()
+{
+	setenv("FI_PROVIDER_PATH", EFA_TEST_PROV_DIR, 1);
+	setenv("FI_PROVIDER", "efa", 1);
+	setenv("FI_EFA_SIM", "1", 1);
+	setenv("FI_EFA_SIM_PATH", EFA_TEST_SIM_PATH, 1);
+	setenv("FI_LOG_LEVEL", "warn", 0);
+	setenv("EFASIM_PATHS", "1", 1);
+}
+
+using EpHook = std::function<void(fid_ep *)>;
+
+void open_side(Side &s, const EpHook &before_enable)
+{
+	cr_assert_eq(fi_domain(g.fab, g.info, &s.dom, nullptr), 0);
+	fi_av_attr aa{};
+	aa.type = FI_AV_TABLE;
+	cr_assert_eq(fi_av_open(s.dom, &aa, &s.av, nullptr), 0);
+	fi_cq_attr ca{};
+	ca.format = FI_CQ_FORMAT_DATA;
+	ca.size = 64;
+	cr_assert_eq(fi_cq_open(s.dom, &ca, &s.cq, nullptr), 0);
+	cr_assert_eq(fi_endpoint(s.dom, g.info, &s.ep, nullptr), 0);
+	if (before_enable)
+		before_enable(s.ep);
+	cr_assert_eq(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	cr_assert_eq(fi_ep_bind(s.ep, &s.av->fid, 0), 0);
+	int ret = fi_enable(s.ep);
+	cr_assert_eq(ret, 0, "fi_enable: %s", fi_strerror(-ret));
+	size_t len = sizeof s.name;
+	cr_assert_eq(fi_getname(&s.ep->fid, s.name, &len), 0);
+	cr_assert_eq(fi_mr_reg(s.dom, s.buf.data(), s.buf.size(),
+			       FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &s.mr,
+			       nullptr),
+		     0);
+}
+
+/* fi_getinfo for `fabric`; `tweak` may change the info before the endpoints open. */
+void open_world(const char *fabric, uint64_t mode, const std::function<void(fi_info *)> &tweak = nullptr,
+		const EpHook &before_enable = nullptr)
+{
+	env();
+	g.rdm = !strcmp(fabric, "efa");
+	fi_info *hints = fi_allocinfo();
+	hints->caps = FI_MSG | FI_RMA;
+	hints->mode = mode;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+	hints->fabric_attr->prov_name = strdup("efa");
+	hints->fabric_attr->name = strdup(fabric);
+	int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &g.info);
+	fi_freeinfo(hints);
+	cr_assert_eq(ret, 0, "fi_getinfo: %s", fi_strerror(-ret));
+	if (tweak)
+		tweak(g.info);
+	cr_assert_eq(fi_fabric(g.info->fabric_attr, &g.fab, nullptr), 0);
+	open_side(g.ini, before_enable);
+	open_side(g.tgt, before_enable);
+	cr_assert_eq(fi_av_insert(g.ini.av, g.tgt.name, 1, &g.ini.peer, 0, nullptr), 1);
+	cr_assert_eq(fi_av_insert(g.tgt.av, g.ini.name, 1, &g.tgt.peer, 0, nullptr), 1);
+}
+
+void close_side(Side &s)
+{
+	if (s.mr)
+		fi_close(&s.mr->fid);
+	if (s.ep)
+		fi_close(&s.ep->fid);
+	if (s.cq)
+		fi_close(&s.cq->fid);
+	if (s.av)
+		fi_close(&s.av->fid);
+	if (s.dom)
+		fi_close(&s.dom->fid);
+}
+
+void close_world()
+{
+	close_side(g.ini);
+	close_side(g.tgt);
+	if (g.fab)
+		fi_close(&g.fab->fid);
+	fi_freeinfo(g.info);
+	g = World{};
+}
+
+/* One poll of `s`'s CQ into its pending entries (an error entry fails the test). */
+void poll_one(Side &s)
+{
+	fi_cq_data_entry e{};
+	ssize_t n = fi_cq_read(s.cq, &e, 1);
+	if (n == 1) {
+		s.pending.push_back(e);
+		return;
+	}
+	if (n == -FI_EAVAIL) {
+		fi_cq_err_entry err{};
+		fi_cq_readerr(s.cq, &err, 0);
+		cr_assert_fail("error completion: %s (prov_errno %d)", fi_strerror(err.err), err.prov_errno);
+	}
+	cr_assert_eq(n, -FI_EAGAIN);
+}
+
+/* Reads both CQs until `side` has an entry. */
+fi_cq_data_entry next(Side &side)
+{
+	Side &other = &side == &g.ini ? g.tgt : g.ini;
+	auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+	while (side.pending.empty() && std::chrono::steady_clock::now() < end) {
+		poll_one(side);
+		poll_one(other);
+	}
+	cr_assert(!side.pending.empty(), "no completion within 10 s");
+	fi_cq_data_entry e = side.pending.front();
+	side.pending.pop_front();
+	return e;
+}
+
+/* Nothing more on either side for a while (both progressing). */
+void nothing_more()
+{
+	for (int i = 0; i < 20000; i++) {
+		poll_one(g.ini);
+		poll_one(g.tgt);
+	}
+	cr_assert(g.ini.pending.empty() && g.tgt.pending.empty(), "unexpected completions: %zu / %zu",
+		  g.ini.pending.size(), g.tgt.pending.size());
+}
+
+uint64_t key(Side &s) { return fi_mr_key(s.mr); }
+
+/*
+ * A remote write with data to the target, then a send: the write's completion carries
+ * the data and consumes no receive; the receive the target posted first gets the send.
+ */
+void write_data_consumes_no_receive(uint64_t data)
+{
+	fi_context2 rctx{}, wctx{}, sctx{};
+	cr_assert_eq(fi_recv(g.tgt.ep, g.tgt.buf.data(), 256, g.tgt.desc(), FI_ADDR_UNSPEC, &rctx), 0);
+	memset(g.ini.buf.data(), 0x5a, 64);
+	cr_assert_eq(fi_writedata(g.ini.ep, g.ini.buf.data(), 64, g.ini.desc(), data, g.ini.peer, g.tgt.addr(1024),
+				  key(g.tgt), &wctx),
+		     0);
+	fi_cq_data_entry e = next(g.ini);
+	cr_assert_eq(e.op_context, &wctx);
+	e = next(g.tgt);
+	cr_assert_neq(e.op_context, &rctx, "the remote write with data consumed the posted receive");
+	cr_assert(e.flags & FI_REMOTE_CQ_DATA, "flags %#lx", (unsigned long)e.flags);
+	cr_assert_not(e.flags & FI_RECV, "flags %#lx", (unsigned long)e.flags);
+	cr_assert_eq(e.data, data);
+	for (size_t i = 0; i < 64; i++)
+		cr_assert_eq(g.tgt.buf[1024 + i], 0x5a);
+	/* the receive is still there, for the send */
+	memset(g.ini.buf.data() + 128, 0x3c, 16);
+	cr_assert_eq(fi_send(g.ini.ep, g.ini.buf.data() + 128, 16, g.ini.desc(), g.ini.peer, &sctx), 0);
+	e = next(g.tgt);
+	cr_assert_eq(e.op_context, &rctx);
+	cr_assert(e.flags & FI_RECV);
+	cr_assert_eq(e.len, 16u);
+	for (size_t i = 0; i < 16; i++)
+		cr_assert_eq(g.tgt.buf[i], 0x3c);
+	e = next(g.ini);
+	cr_assert_eq(e.op_context, &sctx);
+}
+
+} // namespace
+
+/*
+ * efa-direct without FI_RX_CQ_DATA relies on unsolicited write receive. With an 80-byte
+ * inject (wide inline: half the send queue on the device) and the default, full, transmit
+ * queue, the QP used to fail with EINVAL and the fallback dropped unsolicited write
+ * receive on its way to a QP that fit: a remote write with data then consumed the
+ * application's receive.
+ */
+Test(qp_features, direct_wide_inject_keeps_unsolicited_write_recv, .fini = close_world)
+{
+	open_world("efa-direct", FI_CONTEXT | FI_CONTEXT2, [](fi_info *i) { i->tx_attr->inject_size = 80; });
+	write_data_consumes_no_receive(0x1234);
+	/* an 80-byte inject goes out too (inline, wide entry) */
+	fi_context2 rctx{};
+	cr_assert_eq(fi_recv(g.tgt.ep, g.tgt.buf.data() + 2048, 256, g.tgt.desc(), FI_ADDR_UNSPEC, &rctx), 0);
+	memset(g.ini.buf.data() + 512, 0x77, 80);
+	cr_assert_eq(fi_inject(g.ini.ep, g.ini.buf.data() + 512, 80, g.ini.peer), 0);
+	fi_cq_data_entry e = next(g.tgt);
+	cr_assert_eq(e.op_context, &rctx);
+	cr_assert_eq(e.len, 80u);
+	for (size_t i = 0; i < 80; i++)
+		cr_assert_eq(g.tgt.buf[2048 + i], 0x77);
+	nothing_more();
+}
