@@ -18,6 +18,11 @@
 
 #include <criterion/criterion.h>
 
+#include <dlfcn.h>
+#include <infiniband/verbs.h>
+
+#include "../sim/efasim.h"
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -184,6 +189,80 @@ void nothing_more()
 uint64_t key(Side &s) { return fi_mr_key(s.mr); }
 
 /*
+ * The software device's statistics for this process. The provider loaded libefasim.so;
+ * opening the same library again gives the same device (one per device and process),
+ * so a context of our own reads the counters the provider's QPs drive.
+ */
+efasim_stats device_stats()
+{
+	static ibv_context *ctx;
+	static int (*query)(ibv_context *, efasim_stats *, size_t);
+	if (!ctx) {
+		void *h = dlopen(EFA_TEST_SIM_PATH, RTLD_NOW | RTLD_LOCAL);
+		cr_assert_not_null(h, "%s", dlerror());
+		auto list = reinterpret_cast<ibv_device **(*)(int *)>(dlsym(h, "ibv_get_device_list"));
+		auto open = reinterpret_cast<ibv_context *(*)(ibv_device *)>(dlsym(h, "ibv_open_device"));
+		query = reinterpret_cast<int (*)(ibv_context *, efasim_stats *, size_t)>(dlsym(h, "efasim_query_stats"));
+		cr_assert(list && open && query);
+		int n = 0;
+		ibv_device **l = list(&n);
+		cr_assert(l && n > 0);
+		ctx = open(l[0]);
+		cr_assert_not_null(ctx);
+	}
+	efasim_stats st{};
+	cr_assert_eq(query(ctx, &st, sizeof st), 0);
+	return st;
+}
+
+/* Both sides trade one message, so that each knows the other (the efa fabric's
+ * handshake: device RDMA is used once it arrived). */
+void warm_up()
+{
+	fi_context2 r1{}, r2{}, s1{}, s2{};
+	cr_assert_eq(fi_recv(g.tgt.ep, g.tgt.buf.data() + 3072, 64, g.tgt.desc(), FI_ADDR_UNSPEC, &r1), 0);
+	cr_assert_eq(fi_recv(g.ini.ep, g.ini.buf.data() + 3072, 64, g.ini.desc(), FI_ADDR_UNSPEC, &r2), 0);
+	cr_assert_eq(fi_send(g.ini.ep, g.ini.buf.data(), 8, g.ini.desc(), g.ini.peer, &s1), 0);
+	cr_assert_eq(next(g.tgt).op_context, &r1);
+	cr_assert_eq(fi_send(g.tgt.ep, g.tgt.buf.data(), 8, g.tgt.desc(), g.tgt.peer, &s2), 0);
+	cr_assert_eq(next(g.ini).op_context, &s1);
+	cr_assert_eq(next(g.ini).op_context, &r2);
+	cr_assert_eq(next(g.tgt).op_context, &s2);
+}
+
+/* An RDMA operation through fi_writemsg / fi_readmsg with `flags`; waits for it. */
+void rma_msg(bool write, uint64_t flags, size_t len = 4096 / 2)
+{
+	fi_context2 ctx{};
+	iovec iov{g.ini.buf.data(), len};
+	void *desc = g.ini.desc();
+	fi_rma_iov r{g.tgt.addr(), len, key(g.tgt)};
+	fi_msg_rma m{};
+	m.msg_iov = &iov;
+	m.desc = &desc;
+	m.iov_count = 1;
+	m.addr = g.ini.peer;
+	m.rma_iov = &r;
+	m.rma_iov_count = 1;
+	m.context = &ctx;
+	ssize_t ret = write ? fi_writemsg(g.ini.ep, &m, flags | FI_COMPLETION) : fi_readmsg(g.ini.ep, &m, flags | FI_COMPLETION);
+	cr_assert_eq(ret, 0, "fi_%smsg with flags %#lx: %s", write ? "write" : "read", (unsigned long)flags,
+		     fi_strerror(int(-ret)));
+	cr_assert_eq(next(g.ini).op_context, &ctx);
+}
+
+/* FI_EFA_WR_HIGH_PPS hints RDMA writes, and only them (as upstream). */
+void hints_on_writes_only()
+{
+	const uint64_t before = device_stats().hinted_wrs;
+	rma_msg(true, FI_EFA_WR_HIGH_PPS);
+	cr_assert_eq(device_stats().hinted_wrs - before, 1u, "an RDMA write with FI_EFA_WR_HIGH_PPS went without hint");
+	rma_msg(false, FI_EFA_WR_HIGH_PPS);
+	rma_msg(true, 0);
+	cr_assert_eq(device_stats().hinted_wrs - before, 1u, "the hint went on an operation other than the write");
+}
+
+/*
  * A remote write with data to the target, then a send: the write's completion carries
  * the data and consumes no receive; the receive the target posted first gets the send.
  */
@@ -241,4 +320,19 @@ Test(qp_features, direct_wide_inject_keeps_unsolicited_write_recv, .fini = close
 	for (size_t i = 0; i < 80; i++)
 		cr_assert_eq(g.tgt.buf[2048 + i], 0x77);
 	nothing_more();
+}
+
+Test(qp_features, direct_hints_on_rdma_writes_only, .fini = close_world)
+{
+	open_world("efa-direct", FI_CONTEXT | FI_CONTEXT2);
+	hints_on_writes_only();
+}
+
+/* The efa fabric's QPs take processing hints too: a device RDMA write with
+ * FI_EFA_WR_HIGH_PPS carries it (the flag used to be refused with -FI_EINVAL). */
+Test(qp_features, rdm_hints_on_device_rdma_writes, .fini = close_world)
+{
+	open_world("efa", FI_CONTEXT | FI_CONTEXT2);
+	warm_up();
+	hints_on_writes_only();
 }

@@ -287,15 +287,24 @@ Test(l1, data_path_send_batch_inline_rdma_hints)
 	cr_assert_eq(wc.size(), 2u);
 	for (auto &w : wc)
 		cr_assert_eq(w.status, IBV_WC_SUCCESS);
+	/* the burst hint is for RDMA writes only (as upstream): a read or send with it
+	 * goes without */
 	ibv_sge dst{uintptr_t(mem.data() + 600000), 50000, mr->lkey()};
-	cr_assert_eq(s.qp.read(5, self, {&dst, 1}, mr->rkey(), uintptr_t(mem.data() + 400000), 0), 0);
+	cr_assert_eq(s.qp.read(5, self, {&dst, 1}, mr->rkey(), uintptr_t(mem.data() + 400000), kHighPps), 0);
 	wc = s.wait(1);
 	cr_assert_eq(wc.size(), 1u);
 	cr_assert_eq(wc[0].status, IBV_WC_SUCCESS);
 	cr_assert_eq(memcmp(mem.data() + 600000, mem.data() + 200000, 50000), 0);
+	cr_assert_eq(s.qp.post_recv(6, {&sg, 1}), 0);
+	ibv_sge small{uintptr_t(mem.data() + 200000), 100, mr->lkey()};
+	cr_assert_eq(s.qp.send(7, self, {&small, 1}, 0, kHighPps), 0);
+	wc = s.wait(2);
+	cr_assert_eq(wc.size(), 2u);
+	for (auto &w : wc)
+		cr_assert_eq(w.status, IBV_WC_SUCCESS);
 	efasim_stats st{};
 	cr_assert_eq(s.dev->api().efasim_query_stats(s.dev->ctx(), &st, sizeof st), 0);
-	cr_assert_eq(st.hinted_wrs, 1u);
+	cr_assert_eq(st.hinted_wrs, 1u, "%lu work requests hinted", (unsigned long)st.hinted_wrs);
 	/* RNR retry can be changed on an RTS QP */
 	cr_assert_eq(s.qp.set_rnr_retry(0), 0);
 	cr_assert_eq(s.qp.features().rnr_retry, 0);

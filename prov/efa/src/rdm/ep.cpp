@@ -373,6 +373,7 @@ int Ep::enable()
 	qa.rq_depth = uint32_t(nrx);
 	qa.unsolicited_write_recv = dev.unsolicited_write_recv();
 	qa.sl = info->tx_attr->tclass == FI_TC_LOW_LATENCY ? 8 : 0;
+	qa.processing_hints = true; /* for device RDMA writes with FI_EFA_WR_HIGH_PPS */
 	qa.qkey = qkey;
 	qa.rnr_retry = rnr_retry;
 	auto q = verbs::Qp::create_srd(dev, dom->pd, scq->vcq, rcq->vcq, qa);

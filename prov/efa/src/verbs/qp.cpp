@@ -283,10 +283,12 @@ void Qp::begin(uint64_t wr_id)
 	qpx_->wr_flags = IBV_SEND_SIGNALED;
 }
 
-int Qp::end(const Dest &to, uint32_t flags)
+int Qp::end(const Dest &to, uint32_t flags, bool hints_apply)
 {
 	ibv_wr_set_ud_addr(qpx_, to.ah, to.qpn, to.qkey);
-	if ((flags & kHighPps) && dvqp_)
+	/* The burst hint is for RDMA writes, the only operation upstream hints; elsewhere the
+	 * flag is ignored. */
+	if (hints_apply && (flags & kHighPps) && dvqp_)
 		efadv_wr_set_processing_hints(dvqp_, EFADV_WR_PROCESSING_HINT_BURST_PPS_SENSITIVE);
 	if (flags & kMore)
 		return 0;
@@ -332,7 +334,7 @@ int Qp::write(uint64_t wr_id, const Dest &to, std::span<const ibv_sge> sge, uint
 	else
 		ibv_wr_rdma_write(qpx_, rkey, raddr);
 	ibv_wr_set_sge_list(qpx_, sge.size(), sge.data());
-	return end(to, flags);
+	return end(to, flags, true);
 }
 
 int Qp::write_inline(uint64_t wr_id, const Dest &to, std::span<const ibv_data_buf> data, uint32_t rkey,
@@ -344,7 +346,7 @@ int Qp::write_inline(uint64_t wr_id, const Dest &to, std::span<const ibv_data_bu
 	else
 		ibv_wr_rdma_write(qpx_, rkey, raddr);
 	ibv_wr_set_inline_data_list(qpx_, data.size(), data.data());
-	return end(to, flags);
+	return end(to, flags, true);
 }
 
 int Qp::read(uint64_t wr_id, const Dest &to, std::span<const ibv_sge> sge, uint32_t rkey, uint64_t raddr,

@@ -59,7 +59,7 @@ struct Dest {
 
 enum PostFlags : uint32_t {
 	kMore = 1u << 0,     /* more work requests follow: do not ring the doorbell yet */
-	kHighPps = 1u << 1,  /* processing hint: bursty, packet-rate sensitive */
+	kHighPps = 1u << 1,  /* processing hint: bursty, packet-rate sensitive (RDMA writes only, as upstream) */
 	kWithImm = 1u << 2,  /* carry immediate data */
 };
 
@@ -97,7 +97,7 @@ public:
 
 private:
 	void begin(uint64_t wr_id);
-	int end(const Dest &to, uint32_t flags);
+	int end(const Dest &to, uint32_t flags, bool hints_apply = false);
 	int to_rts(uint8_t rnr_retry);
 
 	const Api *api_ = nullptr;
