@@ -336,3 +336,115 @@ Test(qp_features, rdm_hints_on_device_rdma_writes, .fini = close_world)
 	warm_up();
 	hints_on_writes_only();
 }
+
+namespace {
+
+bool get_unsolicited(fid_ep *ep)
+{
+	bool v = false;
+	size_t len = sizeof v;
+	int ret = fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV, &v, &len);
+	cr_assert_eq(ret, 0, "fi_getopt(FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV): %s", fi_strerror(-ret));
+	return v;
+}
+
+int set_unsolicited(fid_ep *ep, bool v)
+{
+	return fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV, &v, sizeof v);
+}
+
+/* An RDM remote write with data arrives, with its data, whether or not the device took
+ * it unsolicited; returns how many unsolicited receives the device counted meanwhile. */
+uint64_t rdm_write_data()
+{
+	warm_up();
+	const uint64_t before = device_stats().unsolicited_recvs;
+	fi_context2 wctx{};
+	memset(g.ini.buf.data(), 0x21, 128);
+	cr_assert_eq(fi_writedata(g.ini.ep, g.ini.buf.data(), 128, g.ini.desc(), 0xabcd, g.ini.peer, g.tgt.addr(512),
+				  key(g.tgt), &wctx),
+		     0);
+	fi_cq_data_entry e = next(g.tgt);
+	cr_assert(e.flags & FI_REMOTE_CQ_DATA, "flags %#lx", (unsigned long)e.flags);
+	cr_assert_eq(e.data, 0xabcdu);
+	cr_assert_eq(next(g.ini).op_context, &wctx);
+	for (size_t i = 0; i < 128; i++)
+		cr_assert_eq(g.tgt.buf[512 + i], 0x21);
+	nothing_more();
+	return device_stats().unsolicited_recvs - before;
+}
+
+} // namespace
+
+Test(qp_features, rdm_unsolicited_write_recv_is_on_by_default, .fini = close_world)
+{
+	open_world("efa", FI_CONTEXT | FI_CONTEXT2);
+	cr_assert(get_unsolicited(g.tgt.ep));
+	cr_assert_eq(rdm_write_data(), 1u, "the device took no unsolicited write");
+}
+
+/* FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV false (upstream's opt-out): the QP goes without
+ * it, the peer learns so and writes with data through the protocol. */
+Test(qp_features, rdm_unsolicited_write_recv_can_be_turned_off, .fini = close_world)
+{
+	open_world("efa", FI_CONTEXT | FI_CONTEXT2, nullptr, [](fid_ep *ep) {
+		cr_assert_eq(set_unsolicited(ep, false), 0);
+		cr_assert_not(get_unsolicited(ep));
+	});
+	cr_assert_not(get_unsolicited(g.tgt.ep), "the enabled QP has unsolicited write receive");
+	cr_assert_eq(set_unsolicited(g.tgt.ep, true), -FI_EINVAL, "set after fi_enable");
+	cr_assert_eq(rdm_write_data(), 0u, "unsolicited receives with the option off");
+}
+
+/* FI_EFA_USE_UNSOLICITED_WRITE_RECV=0 does the same for every endpoint. */
+Test(qp_features, rdm_variable_turns_unsolicited_write_recv_off, .fini = close_world,
+     .init = [] { setenv("FI_EFA_USE_UNSOLICITED_WRITE_RECV", "0", 1); })
+{
+	open_world("efa", FI_CONTEXT | FI_CONTEXT2);
+	cr_assert_not(get_unsolicited(g.tgt.ep));
+	cr_assert_eq(rdm_write_data(), 0u, "unsolicited receives with the variable at 0");
+}
+
+/* efa-direct without FI_RX_CQ_DATA cannot go without it: the application posts no
+ * receive for remote CQ data. */
+Test(qp_features, direct_unsolicited_off_needs_rx_cq_data, .fini = close_world)
+{
+	open_world("efa-direct", FI_CONTEXT | FI_CONTEXT2, nullptr, [](fid_ep *ep) {
+		cr_assert_eq(set_unsolicited(ep, false), -FI_EOPNOTSUPP);
+		cr_assert(get_unsolicited(ep));
+	});
+	write_data_consumes_no_receive(7);
+}
+
+/* With the variable at 0, efa-direct asks for FI_RX_CQ_DATA with RMA, and remote CQ
+ * data then takes a posted receive. */
+Test(qp_features, direct_variable_asks_for_rx_cq_data, .fini = close_world,
+     .init = [] { setenv("FI_EFA_USE_UNSOLICITED_WRITE_RECV", "0", 1); })
+{
+	env();
+	fi_info *hints = fi_allocinfo(), *info = nullptr;
+	hints->caps = FI_MSG | FI_RMA;
+	hints->mode = FI_CONTEXT | FI_CONTEXT2;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+	hints->fabric_attr->prov_name = strdup("efa");
+	hints->fabric_attr->name = strdup("efa-direct");
+	cr_assert_eq(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info), -FI_ENODATA,
+		     "RMA without FI_RX_CQ_DATA offered with the variable at 0");
+	fi_freeinfo(hints);
+	open_world("efa-direct", FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA);
+	cr_assert(g.info->mode & FI_RX_CQ_DATA);
+	cr_assert_not(get_unsolicited(g.tgt.ep));
+	const uint64_t before = device_stats().unsolicited_recvs;
+	fi_context2 rctx{}, wctx{};
+	cr_assert_eq(fi_recv(g.tgt.ep, g.tgt.buf.data(), 256, g.tgt.desc(), FI_ADDR_UNSPEC, &rctx), 0);
+	cr_assert_eq(fi_writedata(g.ini.ep, g.ini.buf.data(), 64, g.ini.desc(), 0x99, g.ini.peer, g.tgt.addr(1024),
+				  key(g.tgt), &wctx),
+		     0);
+	fi_cq_data_entry e = next(g.tgt);
+	cr_assert_eq(e.op_context, &rctx, "remote CQ data did not take the posted receive");
+	cr_assert(e.flags & FI_REMOTE_CQ_DATA);
+	cr_assert_eq(e.data, 0x99u);
+	cr_assert_eq(next(g.ini).op_context, &wctx);
+	cr_assert_eq(device_stats().unsolicited_recvs, before);
+}

@@ -208,6 +208,9 @@ int ep_getopt(fid_t f, int level, int name, void *val, size_t *len)
 	case FI_OPT_EFA_EMULATED_READ: return get_value<bool>(val, len, !dev.rdma_read());
 	case FI_OPT_EFA_EMULATED_WRITE: return get_value<bool>(val, len, !dev.rdma_write());
 	case FI_OPT_EFA_EMULATED_ATOMICS: return get_value<bool>(val, len, true);
+	case FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV:
+		return get_value<bool>(val, len,
+				       ep->enabled ? ep->qp.features().unsolicited_write_recv : ep->use_unsolicited_write_recv);
 	default: return -FI_ENOPROTOOPT;
 	}
 }
@@ -253,6 +256,24 @@ int ep_setopt(fid_t f, int level, int name, const void *val, size_t len)
 		}
 		ep->use_device_rdma = *static_cast<const bool *>(val);
 		return 0;
+	case FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV: {
+		if (len != sizeof(bool))
+			return -FI_EINVAL;
+		const bool v = *static_cast<const bool *>(val);
+		if (ep->enabled || ep->enabling) {
+			EFA_WARN(EpCtrl, "FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV must be set before fi_enable");
+			return -FI_EINVAL;
+		}
+		if (v && !ep->dom->dev->unsolicited_write_recv()) {
+			EFA_WARN(EpCtrl, "FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV true: this device has no unsolicited "
+				 "write receive");
+			return -FI_EOPNOTSUPP;
+		}
+		/* Off, peers write with data through the protocol instead (the handshake says
+		 * the QP lacks it): no unsolicited completion can crowd the receive CQ. */
+		ep->use_unsolicited_write_recv = v;
+		return 0;
+	}
 	case FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES:
 	case FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES:
 		return -FI_EOPNOTSUPP; /* the device orders no data placement */
@@ -371,7 +392,7 @@ int Ep::enable()
 	verbs::QpAttr qa;
 	qa.sq_depth = uint32_t(ntx);
 	qa.rq_depth = uint32_t(nrx);
-	qa.unsolicited_write_recv = dev.unsolicited_write_recv();
+	qa.unsolicited_write_recv = use_unsolicited_write_recv;
 	qa.sl = info->tx_attr->tclass == FI_TC_LOW_LATENCY ? 8 : 0;
 	qa.processing_hints = true; /* for device RDMA writes with FI_EFA_WR_HIGH_PPS */
 	qa.qkey = qkey;
@@ -472,6 +493,7 @@ int ep_open(fid_domain *df, fi_info *info, fid_ep **out, void *context)
 	ep->tx_op_flags = info->tx_attr->op_flags;
 	ep->rx_op_flags = info->rx_attr->op_flags;
 	ep->rnr_retry = 3; /* the device retries a little; the protocol backs off beyond */
+	ep->use_unsolicited_write_recv = d->dev->unsolicited_write_recv() && params().use_unsolicited_write_recv;
 	if (!ep->info->tx_attr->size)
 		ep->info->tx_attr->size = kRdmQueueSize;
 	if (!ep->info->rx_attr->size)
