@@ -29,6 +29,11 @@ extern "C" {
 #if FI_VERSION_LT(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), FI_VERSION(1, 21))
 #define FI_OPT_SHARED_MEMORY_PERMITTED 11
 #endif
+#if FI_VERSION_LT(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), FI_VERSION(2, 4))
+/* bool, set before fi_enable (libfabric 2.4's value): false makes a remote write with data
+ * consume a receive at this endpoint, as without the device's unsolicited write receive. */
+#define FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV (-FI_PROV_SPECIFIC_EFA + 8)
+#endif
 
 /* Operation flag for RDMA writes: the work request is part of a bursty, packet-rate
  * sensitive stream (EFA processing hint). */

@@ -25,20 +25,20 @@ constexpr uint32_t kCapsAll = EFADV_DEVICE_ATTR_CAPS_RDMA_READ | EFADV_DEVICE_AT
 /* Device generations, newest first. The first is the default. */
 const Profile kProfiles[] = {
 	{"default", "newest generation: RDMA read/write, unsolicited write recv, 80-byte inline, "
-		    "INLINE_WRITE, processing hints, service levels",
-	 0xefa3, kCapsAll, 32, 80, true, true},
+		    "INLINE_WRITE, service levels",
+	 0xefa3, kCapsAll, 32, 80, true, 4096, 32768},
 	{"no-unsolicited", "RDMA read/write, no unsolicited write recv",
-	 0xefa2, kCapsAll & ~EFADV_DEVICE_ATTR_CAPS_UNSOLICITED_WRITE_RECV, 32, 80, false, true},
-	{"inline32", "all capabilities but 32-byte inline only (no wide WQE, no INLINE_WRITE)",
-	 0xefa2, kCapsAll, 32, 32, false, true},
+	 0xefa2, kCapsAll & ~EFADV_DEVICE_ATTR_CAPS_UNSOLICITED_WRITE_RECV, 32, 80, true, 4096, 32768},
+	{"inline32", "all capabilities but 32-byte inline only (no wide inline)",
+	 0xefa2, kCapsAll, 32, 32, true, 4096, 32768},
 	{"no-rdma-write", "first RDMA generation: RDMA read only, 32-byte inline",
 	 0xefa1,
 	 EFADV_DEVICE_ATTR_CAPS_RDMA_READ | EFADV_DEVICE_ATTR_CAPS_RNR_RETRY |
 		 EFADV_DEVICE_ATTR_CAPS_CQ_WITH_SGID,
-	 32, 32, false, false},
+	 32, 32, false, 4096, 32768},
 	{"no-rdma", "first generation: sends only, no RDMA, 32-byte inline",
-	 0xefa0, EFADV_DEVICE_ATTR_CAPS_RNR_RETRY | EFADV_DEVICE_ATTR_CAPS_CQ_WITH_SGID, 32, 32, false,
-	 false},
+	 0xefa0, EFADV_DEVICE_ATTR_CAPS_RNR_RETRY | EFADV_DEVICE_ATTR_CAPS_CQ_WITH_SGID, 32, 32, false, 4096,
+	 32768},
 };
 
 bool parse_u64(const char *name, uint64_t lo, uint64_t hi, uint64_t &out, std::string &err)

@@ -223,10 +223,18 @@ int req_notify_cq(ibv_cq *c, int solicited_only)
 	Cq *cq = Cq::from(c);
 	if (!cq->channel)
 		return EINVAL;
+	Runtime *rt = cq->rt;
 	cq->armed.store(true, std::memory_order_release);
-	cq->last_poll_ns.store(0, std::memory_order_relaxed);
-	if (cq->rt->engine_has_deferred.load(std::memory_order_relaxed))
-		cq->rt->kick();
+	/*
+	 * The arming thread is about to sleep: it polls no more. When it was the latest
+	 * poller of the device, the engine must not wait for pollers to run timers or drain
+	 * sockets: forget the poll, and wake the engine if it sleeps past due work.
+	 */
+	uint64_t mine = cq->last_poll_ns.exchange(0, std::memory_order_relaxed);
+	if (mine)
+		rt->last_poll_any.compare_exchange_strong(mine, 0, std::memory_order_relaxed);
+	if (rt->engine_has_deferred.load(std::memory_order_relaxed) || rt->timer_hint.load() < rt->engine_wake_at.load())
+		rt->kick();
 	return 0;
 }
 

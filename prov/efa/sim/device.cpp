@@ -82,7 +82,7 @@ void fill_device_attr(ibv_device_attr &a, int index)
 	a.vendor_part_id = c.profile->vendor_part_id;
 	a.hw_ver = 1;
 	a.max_qp = int(c.max_qp);
-	a.max_qp_wr = 4096;
+	a.max_qp_wr = int(c.profile->max_sq_wr);
 	a.max_sge = 2;
 	a.max_sge_rd = 1;
 	a.max_cq = 4096;
@@ -115,8 +115,8 @@ void fill_efadv_attr(efadv_device_attr_cur &a)
 {
 	const Config &c = config();
 	std::memset(&a, 0, sizeof a);
-	a.max_sq_wr = 4096;
-	a.max_rq_wr = 32768;
+	a.max_sq_wr = c.profile->max_sq_wr;
+	a.max_rq_wr = c.profile->max_rq_wr;
 	a.max_sq_sge = 2;
 	a.max_rq_sge = 2;
 	a.inline_buf_size = c.profile->inline_buf_size;
@@ -125,6 +125,21 @@ void fill_efadv_attr(efadv_device_attr_cur &a)
 	a.max_rdma_size = (c.profile->device_caps & (EFADV_DEVICE_ATTR_CAPS_RDMA_READ | EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE))
 				  ? c.max_rdma_size
 				  : 0;
+}
+
+uint32_t max_sq_depth(const Profile &p, bool inline_write, uint32_t max_inline)
+{
+	const bool wide = inline_write || max_inline > p.inline_buf_size;
+	return wide ? p.max_sq_wr / 2 : p.max_sq_wr;
+}
+
+uint32_t max_rq_depth(const Profile &p, uint32_t max_recv_sge)
+{
+	uint32_t n = p.max_rq_wr / std::max<uint32_t>(max_recv_sge, 1);
+	uint32_t pow2 = 1;
+	while (pow2 * 2 <= n)
+		pow2 *= 2;
+	return n ? pow2 : 0;
 }
 
 Mr *Runtime::mr_lookup(uint32_t key)

@@ -182,13 +182,16 @@ void wr_unsupported(Qp *qp) { qp->session_err = qp->session_err ? qp->session_er
 void wr_set_processing_hints(efadv_qp *dv, uint32_t hints)
 {
 	Qp *qp = Qp::from_dv(dv);
-	if (!(qp->dv_wr_flags & EFADV_WR_EX_WITH_PROCESSING_HINTS) ||
-	    (hints & ~uint32_t(EFADV_WR_PROCESSING_HINT_BURST_PPS_SENSITIVE))) {
+	/* rdma-core has no setter on a QP created without the wr_flag (calling it would
+	 * crash): refuse the batch instead. */
+	if (!(qp->dv_wr_flags & EFADV_WR_EX_WITH_PROCESSING_HINTS)) {
 		qp->session_err = qp->session_err ? qp->session_err : EINVAL;
 		return;
 	}
+	/* Hint bits this device does not know are ignored, as rdma-core passes them on and
+	 * the device ignores them. */
 	if (WrDesc *d = cur(qp))
-		d->hints = uint8_t(hints);
+		d->hints = uint8_t(hints & EFADV_WR_PROCESSING_HINT_BURST_PPS_SENSITIVE);
 }
 
 /* Starts one work request (Runtime::lock held). Local errors complete at once. */
@@ -362,10 +365,6 @@ Qp *create_srd_qp(ibv_context *c, ibv_qp_init_attr_ex *attr, const efadv_qp_init
 	fill_efadv_attr(dev);
 	const uint32_t inline_max = dev.inline_buf_size_ex;
 	const ibv_qp_cap &req = attr->cap;
-	if (req.max_send_wr > dev.max_sq_wr || req.max_recv_wr > dev.max_rq_wr ||
-	    req.max_send_sge > dev.max_sq_sge || req.max_recv_sge > dev.max_rq_sge ||
-	    req.max_inline_data > inline_max)
-		return fail(EINVAL);
 
 	uint64_t ops = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
 	if (prof.device_caps & EFADV_DEVICE_ATTR_CAPS_RDMA_READ)
@@ -382,15 +381,24 @@ Qp *create_srd_qp(ibv_context *c, ibv_qp_init_attr_ex *attr, const efadv_qp_init
 	if ((efa.flags & EFADV_QP_FLAGS_UNSOLICITED_WRITE_RECV) &&
 	    !(prof.device_caps & EFADV_DEVICE_ATTR_CAPS_UNSOLICITED_WRITE_RECV))
 		return fail(EOPNOTSUPP);
-	if ((efa.flags & EFADV_QP_FLAGS_INLINE_WRITE) &&
-	    (!(prof.device_caps & EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE) || dev.inline_buf_size_ex <= dev.inline_buf_size))
+	/* Inline RDMA write comes with RDMA write, whatever the inline size (with a
+	 * 32-byte inline the writes are just as short). */
+	if ((efa.flags & EFADV_QP_FLAGS_INLINE_WRITE) && !(prof.device_caps & EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE))
 		return fail(EOPNOTSUPP);
 	if (efa.sl && (!prof.service_levels || efa.sl > 15))
 		return fail(EOPNOTSUPP);
+	/* Processing hints: every generation (sim.h, Profile). */
 	if (efa.wr_flags & ~uint64_t(EFADV_WR_EX_WITH_PROCESSING_HINTS))
 		return fail(EOPNOTSUPP);
-	if ((efa.wr_flags & EFADV_WR_EX_WITH_PROCESSING_HINTS) && !prof.processing_hints)
-		return fail(EOPNOTSUPP);
+
+	/* Limits come after the features, as in rdma-core; the queue depths depend on the
+	 * entries the features need (max_sq_depth, max_rq_depth). */
+	const bool inline_write = efa.flags & EFADV_QP_FLAGS_INLINE_WRITE;
+	const uint32_t sq_limit = max_sq_depth(prof, inline_write, req.max_inline_data);
+	const uint32_t rq_limit = max_rq_depth(prof, req.max_recv_sge);
+	if (req.max_send_wr > sq_limit || req.max_recv_wr > rq_limit || req.max_send_sge > dev.max_sq_sge ||
+	    req.max_recv_sge > dev.max_rq_sge || req.max_inline_data > inline_max)
+		return fail(EINVAL);
 
 	Context *ctx = Context::from(c);
 	Runtime *rt = ctx->rt;
@@ -421,8 +429,8 @@ Qp *create_srd_qp(ibv_context *c, ibv_qp_init_attr_ex *attr, const efadv_qp_init
 	qp->rnr_retry = 7;
 
 	/* The queues actually created: at least what was asked, rounded as a device would. */
-	qp->cap.max_send_wr = std::min(roundup_pow2(std::max(req.max_send_wr, 1u)), dev.max_sq_wr);
-	qp->cap.max_recv_wr = std::min(roundup_pow2(std::max(req.max_recv_wr, 1u)), dev.max_rq_wr);
+	qp->cap.max_send_wr = std::min(roundup_pow2(std::max(req.max_send_wr, 1u)), sq_limit);
+	qp->cap.max_recv_wr = std::min(roundup_pow2(std::max(req.max_recv_wr, 1u)), rq_limit);
 	qp->cap.max_send_sge = dev.max_sq_sge;
 	qp->cap.max_recv_sge = dev.max_rq_sge;
 	qp->cap.max_inline_data = std::max<uint32_t>(req.max_inline_data, dev.inline_buf_size);
@@ -489,10 +497,12 @@ Qp *create_srd_qp(ibv_context *c, ibv_qp_init_attr_ex *attr, const efadv_qp_init
 
 namespace ops {
 
-ibv_qp *create_qp_ex(ibv_context *, ibv_qp_init_attr_ex *attr)
+ibv_qp *create_qp_ex(ibv_context *, ibv_qp_init_attr_ex *)
 {
-	/* SRD QPs come from efadv_create_qp_ex(); UD is not offered by the software device. */
-	errno = attr && attr->qp_type == IBV_QPT_DRIVER ? EINVAL : EOPNOTSUPP;
+	/* SRD QPs come from efadv_create_qp_ex(); rdma-core's EFA provider takes only UD
+	 * here and refuses every other type, IBV_QPT_DRIVER included, as unsupported.
+	 * UD is not offered by the software device. */
+	errno = EOPNOTSUPP;
 	return nullptr;
 }
 

@@ -211,6 +211,9 @@ void rearm(Runtime *rt, Qp *qp)
 	epoll_ctl(rt->epfd, EPOLL_CTL_MOD, qp->fd, &ev);
 }
 
+/* While anybody polls, the engine looks again at least this often (engine_main). */
+uint64_t poller_recheck_max_ns() { return std::max<uint64_t>(uint64_t(config().poll_grace_us) * 1000, 4000000); }
+
 bool polled_recently(const Qp *qp, uint64_t now)
 {
 	const uint64_t grace = uint64_t(config().poll_grace_us) * 1000;
@@ -237,7 +240,7 @@ void Runtime::engine_main()
 	 * application costs the engine about 250 wake-ups a second, not one per packet. The
 	 * price: when an application stops polling, the engine takes over within 4 ms.
 	 */
-	const uint64_t recheck_max = std::max<uint64_t>(grace, 4000000);
+	const uint64_t recheck_max = poller_recheck_max_ns();
 	uint64_t recheck = grace;
 
 	while (!stop.load(std::memory_order_acquire)) {
@@ -254,10 +257,12 @@ void Runtime::engine_main()
 			wake = engine_has_deferred.load(std::memory_order_relaxed) ? now
 										   : timer_hint.load(std::memory_order_acquire);
 		}
-		engine_wake_at.store(wake, std::memory_order_release);
-		/* A deadline set by another thread after the load above kicks the eventfd. */
-		if (!pollers && timer_hint.load(std::memory_order_acquire) < wake)
-			wake = timer_hint.load(std::memory_order_acquire);
+		/* Sequentially consistent with arm_timer(), which stores timer_hint and then
+		 * loads engine_wake_at: either it sees this wake-up and kicks, or this load
+		 * sees its deadline. */
+		engine_wake_at.store(wake);
+		if (!pollers && timer_hint.load() < wake)
+			wake = timer_hint.load();
 
 		int n;
 		if (wake == UINT64_MAX) {
@@ -406,14 +411,24 @@ void Runtime::arm_timer(Peer *p, uint64_t when)
 	}
 	if (when < next_deadline) {
 		next_deadline = when;
-		timer_hint.store(when, std::memory_order_release);
+		timer_hint.store(when);
 		if (!t_in_engine) {
-			/* Pollers run timers; wake the engine only if nobody polls. */
-			uint64_t now = now_ns();
-			uint64_t lp = last_poll_any.load(std::memory_order_relaxed);
-			bool pollers = lp && now - lp < uint64_t(config().poll_grace_us) * 1000;
-			uint64_t ew = engine_wake_at.load(std::memory_order_acquire);
-			if (!pollers && when < ew)
+			/*
+			 * Polling threads run due timers, but only while they poll: a thread that
+			 * sets a timer (an acknowledgement of what it just received, the
+			 * retransmission of what it just posted) may stop polling at once, to
+			 * compute or to sleep in read() or on a completion channel. The engine
+			 * takes over then, as long as it wakes up: while anybody polls it looks
+			 * again within poller_recheck_max_ns(), but an engine that went to sleep
+			 * before this thread began polling planned no wake-up at all. Kick it
+			 * unless it is already due before the deadline, or before the poll
+			 * recheck; a polling application still costs no wake-up per timer.
+			 */
+			const uint64_t now = now_ns();
+			const uint64_t lp = last_poll_any.load(std::memory_order_relaxed);
+			const bool pollers = lp && now - lp < uint64_t(config().poll_grace_us) * 1000;
+			const uint64_t ew = engine_wake_at.load();
+			if (when < ew && (!pollers || ew > now + poller_recheck_max_ns()))
 				kick();
 		}
 	}

@@ -124,9 +124,15 @@ struct Profile {
 	uint32_t vendor_part_id;
 	uint32_t device_caps;       /* EFADV_DEVICE_ATTR_CAPS_* */
 	uint16_t inline_buf_size;
-	uint16_t inline_buf_size_ex; /* == inline_buf_size: no wide WQE, no INLINE_WRITE */
-	bool processing_hints;
+	uint16_t inline_buf_size_ex; /* == inline_buf_size: no wide inline */
 	bool service_levels;
+	/* Queue memory, in entries of the basic size: the send queue holds max_sq_wr
+	 * 64-byte entries, or half as many wide (128-byte) ones; the receive queue holds
+	 * max_rq_wr scatter/gather descriptors, max_recv_sge per receive. */
+	uint32_t max_sq_wr;
+	uint32_t max_rq_wr;
+	/* Processing hints are accepted on every generation, as rdma-core does (a device
+	 * that does not use them ignores them). */
 };
 
 struct Config {
@@ -264,7 +270,7 @@ struct Cqe {
 	uint8_t wc_flags;
 	uint8_t unsolicited;
 	uint8_t has_sgid;
-	uint8_t sl;
+	uint8_t sl; /* always 0, as rdma-core reports it */
 	Gid sgid;
 };
 
@@ -542,6 +548,15 @@ struct Runtime {
 	Mr *mr_lookup(uint32_t key);
 	bool pd_has_ah(Pd *pd, const Gid &gid, uint16_t *ahn);
 };
+
+/*
+ * The queue depth rules (efadv_get_max_sq_depth / efadv_get_max_rq_depth, and QP
+ * creation): a send queue of wide entries, needed for inline RDMA write or an inline
+ * size beyond inline_buf_size, holds half as many; a receive queue holds
+ * max_rq_wr / max_recv_sge receives (a power of two).
+ */
+uint32_t max_sq_depth(const Profile &p, bool inline_write, uint32_t max_inline);
+uint32_t max_rq_depth(const Profile &p, uint32_t max_recv_sge);
 
 /* The profile's attributes, as ibv_query_device / efadv_query_device report them. */
 void fill_device_attr(ibv_device_attr &a, int index);

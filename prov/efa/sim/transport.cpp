@@ -827,7 +827,7 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 			e.byte_len = b->msg_len;
 			e.qp_num = qp->qpn;
 			e.src_qp = h->src_qpn;
-			e.sl = b->sl;
+			/* sl stays 0: rdma-core reports 0 (EFA's completion has no sl) */
 			e.slid = slid_for(this, qp, sgid, e);
 			if (h->flags & PF_IMM) {
 				e.imm = b->imm;
@@ -887,7 +887,7 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 				e.wc_flags = IBV_WC_WITH_IMM;
 				e.qp_num = qp->qpn;
 				e.src_qp = h->src_qpn;
-				e.sl = b->sl;
+				/* sl stays 0, as rdma-core reports it */
 				e.slid = slid_for(this, qp, sgid, e);
 				push_cqe(qp->rcq, e);
 			}

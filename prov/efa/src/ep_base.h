@@ -35,6 +35,8 @@ struct EpBase {
 
 	bool enabled = false;
 	uint8_t rnr_retry = 7;
+	/* FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV (and FI_EFA_USE_UNSOLICITED_WRITE_RECV) */
+	bool use_unsolicited_write_recv = false;
 	uint64_t tx_op_flags = 0;
 	uint64_t rx_op_flags = 0;
 	uint32_t qkey = 0;

@@ -9,6 +9,7 @@
 #include "addr.h"
 #include "fid.h"
 #include "log.h"
+#include "params.h"
 #include "rdm/pkt.h"
 #include "topology.h"
 
@@ -173,7 +174,7 @@ fi_info *direct_prototype(const verbs::Device &d)
 	if (rma)
 		caps |= FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 	uint64_t mode = FI_CONTEXT2;
-	if (rma && !d.unsolicited_write_recv())
+	if (rma && (!d.unsolicited_write_recv() || !params().use_unsolicited_write_recv))
 		mode |= FI_RX_CQ_DATA;
 	i->caps = caps;
 	i->mode = mode;

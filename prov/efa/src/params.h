@@ -45,6 +45,11 @@ struct fi_provider;
 	  "efa fabric: first backoff after a receiver-not-ready, in microseconds (0: random 40-120)")       \
 	X(max_timeout, "max_timeout", SIZE, "1000000",                                                        \
 	  "efa fabric: longest backoff after repeated receiver-not-ready, in microseconds")                \
+	X(use_unsolicited_write_recv, "use_unsolicited_write_recv", BOOL, "1",                                \
+	  "Use the device's unsolicited write receive where it has it (a remote write with data then "      \
+	  "consumes no receive). 0: endpoints go without it, as FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV "      \
+	  "false does (fewer unsolicited completions to overflow a CQ); efa-direct then asks for "          \
+	  "FI_RX_CQ_DATA with RMA")                                                                         \
 	X(peer_probe_interval, "peer_probe_interval", SIZE, "1000",                                           \
 	  "efa fabric: milliseconds an operation waits on a silent peer before the provider probes it; "   \
 	  "a peer whose device then stops answering is declared unresponsive and everything waiting on "    \

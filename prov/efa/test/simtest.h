@@ -136,6 +136,7 @@ struct Completion {
 	uint32_t qp_num;
 	uint32_t src_qp;
 	uint32_t slid;
+	uint8_t sl;
 	bool unsolicited;
 	bool has_sgid;
 	ibv_gid sgid;
@@ -331,12 +332,13 @@ public:
 		return ibv_wr_complete(qpx);
 	}
 
-	/* Polls until `n` completions arrived or `timeout_ms` passed (a bound, not a sync). */
+	/* Polls until `n` completions arrived or `timeout_ms` passed (a bound, not a sync);
+	 * polls at least once. */
 	std::vector<Completion> wait(size_t n, int timeout_ms = 10000)
 	{
 		std::vector<Completion> out;
 		auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-		while (out.size() < n && std::chrono::steady_clock::now() < end) {
+		for (bool first = true; out.size() < n && (first || std::chrono::steady_clock::now() < end); first = false) {
 			ibv_poll_cq_attr pa{};
 			if (ibv_start_poll(cq, &pa))
 				continue;
@@ -352,6 +354,7 @@ public:
 				c.qp_num = ibv_wc_read_qp_num(cq);
 				c.src_qp = ibv_wc_read_src_qp(cq);
 				c.slid = ibv_wc_read_slid(cq);
+				c.sl = ibv_wc_read_sl(cq);
 				if (dvcq) {
 					c.has_sgid = efadv_wc_read_sgid(dvcq, &c.sgid) == 0;
 					if (opts_.unsolicited_cq)
@@ -362,6 +365,39 @@ public:
 			ibv_end_poll(cq);
 		}
 		return out;
+	}
+
+	/*
+	 * Waits for `n` completions as a blocking CQ read (fi_cq_sread) does: poll; when the
+	 * CQ is empty, arm it, poll again, then sleep on the completion channel. Needs
+	 * NodeOpts::channel. `timeout_ms` bounds the whole wait.
+	 */
+	std::vector<Completion> wait_blocking(size_t n, int timeout_ms)
+	{
+		std::vector<Completion> out;
+		auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+		for (;;) {
+			std::vector<Completion> got = wait(n - out.size(), 0);
+			out.insert(out.end(), got.begin(), got.end());
+			if (out.size() >= n || !channel)
+				return out;
+			if (ibv_req_notify_cq(ibv_cq_ex_to_cq(cq), 0))
+				fail("ibv_req_notify_cq");
+			got = wait(n - out.size(), 0);
+			out.insert(out.end(), got.begin(), got.end());
+			if (out.size() >= n)
+				return out; /* the event, if any, is collected by the next wait */
+			auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+			if (left.count() <= 0)
+				return out;
+			pollfd pfd{channel->fd, POLLIN, 0};
+			if (poll(&pfd, 1, int(left.count())) == 1) {
+				ibv_cq *ev_cq;
+				void *ev_ctx;
+				if (ibv_get_cq_event(channel, &ev_cq, &ev_ctx) == 0)
+					ibv_ack_cq_events(ev_cq, 1);
+			}
+		}
 	}
 
 	efasim_stats stats() const

@@ -140,6 +140,35 @@ Test(sim_device, query_attributes_default_profile)
 	ibv_close_device(c);
 }
 
+/*
+ * The capability bits of the newest efadv: CQs in external dmabuf memory and completion
+ * counters. No generation the device models offers them (efasim(7)), and a CQ asked for
+ * in dmabuf memory is refused as rdma-core refuses it on such a device.
+ */
+Test(sim_device, newest_capability_bits_are_not_reported)
+{
+	static_assert(EFADV_DEVICE_ATTR_CAPS_CQ_WITH_EXT_MEM_DMABUF == (1 << 5));
+	static_assert(EFADV_DEVICE_ATTR_CAPS_COMP_CNTR == (1 << 6));
+	ibv_context *c = open_dev();
+	efadv_device_attr_cur ea{};
+	cr_assert_eq(efadv_query_device(c, reinterpret_cast<efadv_device_attr *>(&ea), sizeof ea), 0);
+	cr_assert_eq(ea.device_caps & (EFADV_DEVICE_ATTR_CAPS_CQ_WITH_EXT_MEM_DMABUF | EFADV_DEVICE_ATTR_CAPS_COMP_CNTR),
+		     0u, "caps %#x", ea.device_caps);
+	static uint8_t ring[4096];
+	ibv_cq_init_attr_ex ca{};
+	ca.cqe = 8;
+	ca.wc_flags = IBV_WC_STANDARD_FLAGS;
+	efadv_cq_init_attr_cur ce{};
+	ce.flags = EFADV_CQ_INIT_FLAGS_EXT_MEM_DMABUF;
+	ce.ext_mem_dmabuf.buffer = ring;
+	ce.ext_mem_dmabuf.length = sizeof ring;
+	ce.ext_mem_dmabuf.fd = -1;
+	errno = 0;
+	cr_assert_null(efadv_create_cq(c, &ca, reinterpret_cast<efadv_cq_init_attr *>(&ce), sizeof ce));
+	cr_assert_eq(errno, EOPNOTSUPP, "CQ in dmabuf memory: %s", strerror(errno));
+	ibv_close_device(c);
+}
+
 Test(sim_device, profile_no_rdma_write, .init = [] { setenv("EFASIM_PROFILE", "no-rdma-write", 1); })
 {
 	QpEnv e;
@@ -155,6 +184,14 @@ Test(sim_device, profile_no_rdma_write, .init = [] { setenv("EFASIM_PROFILE", "n
 	a = e.attr(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_READ);
 	ibv_qp *qp = e.create(a);
 	cr_assert_not_null(qp);
+	ibv_destroy_qp(qp);
+	/* no inline RDMA write without RDMA write; processing hints on every generation */
+	a = e.attr();
+	cr_assert_null(e.create(a, EFADV_QP_FLAGS_INLINE_WRITE));
+	cr_assert_eq(errno, EOPNOTSUPP);
+	a = e.attr();
+	qp = e.create(a, 0, 0, EFADV_WR_EX_WITH_PROCESSING_HINTS);
+	cr_assert_not_null(qp, "processing hints refused on no-rdma-write: %s", strerror(errno));
 	ibv_destroy_qp(qp);
 	/* remote write access cannot be registered where there is no RDMA write */
 	char buf[64];
@@ -178,21 +215,41 @@ Test(sim_device, profile_no_unsolicited, .init = [] { setenv("EFASIM_PROFILE", "
 	ibv_qp *qp = e.create(a, EFADV_QP_FLAGS_INLINE_WRITE);
 	cr_assert_not_null(qp, "INLINE_WRITE is still supported");
 	ibv_destroy_qp(qp);
+	a = e.attr();
+	qp = e.create(a, 0, 0, EFADV_WR_EX_WITH_PROCESSING_HINTS);
+	cr_assert_not_null(qp, "processing hints refused on no-unsolicited: %s", strerror(errno));
+	ibv_destroy_qp(qp);
+}
+
+Test(sim_device, profile_no_rdma_accepts_hints, .init = [] { setenv("EFASIM_PROFILE", "no-rdma", 1); })
+{
+	QpEnv e;
+	auto a = e.attr();
+	ibv_qp *qp = e.create(a, 0, 0, EFADV_WR_EX_WITH_PROCESSING_HINTS);
+	cr_assert_not_null(qp, "processing hints refused on the first generation: %s", strerror(errno));
+	cr_assert_not_null(efadv_qp_from_ibv_qp_ex(ibv_qp_to_qp_ex(qp)));
+	ibv_destroy_qp(qp);
+	a = e.attr();
+	cr_assert_null(e.create(a, EFADV_QP_FLAGS_INLINE_WRITE));
+	cr_assert_eq(errno, EOPNOTSUPP);
 }
 
 Test(sim_device, profile_inline32, .init = [] { setenv("EFASIM_PROFILE", "inline32", 1); })
 {
 	QpEnv e;
-	auto a = e.attr();
-	cr_assert_null(e.create(a, EFADV_QP_FLAGS_INLINE_WRITE));
-	cr_assert_eq(errno, EOPNOTSUPP);
+	/* INLINE_WRITE comes with RDMA write, whatever the inline size (rdma-core) */
+	auto a = e.attr(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE);
+	a.cap.max_inline_data = 32;
+	ibv_qp *qp = e.create(a, EFADV_QP_FLAGS_INLINE_WRITE);
+	cr_assert_not_null(qp, "INLINE_WRITE refused on inline32: %s", strerror(errno));
+	ibv_destroy_qp(qp);
 	a = e.attr();
 	a.cap.max_inline_data = 33;
 	cr_assert_null(e.create(a));
 	cr_assert_eq(errno, EINVAL);
 	a = e.attr();
 	a.cap.max_inline_data = 32;
-	ibv_qp *qp = e.create(a);
+	qp = e.create(a);
 	cr_assert_not_null(qp);
 	cr_assert_geq(a.cap.max_inline_data, 32u);
 	ibv_destroy_qp(qp);
@@ -224,6 +281,12 @@ Test(sim_device, efadv_query_device_inlen)
 	ibv_close_device(c);
 }
 
+/*
+ * rdma-core's rules and error codes (providers/efa/verbs.c): incompatible input
+ * (inlen short of driver_qp_type, a comp_mask, a reserved byte, a non-zero unknown
+ * tail, a QP type other than IBV_QPT_DRIVER) is EINVAL; a known request the device
+ * cannot serve (another driver QP type, an unknown QP flag or wr_flag) is EOPNOTSUPP.
+ */
 Test(sim_device, efadv_create_qp_ex_inlen_and_comp_mask)
 {
 	QpEnv e;
@@ -232,9 +295,18 @@ Test(sim_device, efadv_create_qp_ex_inlen_and_comp_mask)
 	ibv_qp *qp = e.create(a, 0, 0, 0, 16);
 	cr_assert_not_null(qp, "16-byte inlen refused: %s", strerror(errno));
 	ibv_destroy_qp(qp);
+	/* the shortest rdma-core takes: up to driver_qp_type */
+	a = e.attr();
+	qp = e.create(a, 0, 0, 0, 12);
+	cr_assert_not_null(qp, "12-byte inlen refused: %s", strerror(errno));
+	ibv_destroy_qp(qp);
 	a = e.attr();
 	cr_assert_null(e.create(a, 0, 0, 0, 8));
 	cr_assert_eq(errno, EINVAL);
+	a = e.attr();
+	a.qp_type = IBV_QPT_UD;
+	cr_assert_null(e.create(a));
+	cr_assert_eq(errno, EINVAL, "efadv_create_qp_ex of a UD QP: %s", strerror(errno));
 
 	/* newer caller: a zero tail is fine, a non-zero unknown field is refused */
 	struct {
@@ -250,15 +322,20 @@ Test(sim_device, efadv_create_qp_ex_inlen_and_comp_mask)
 	a = e.attr();
 	errno = 0;
 	cr_assert_null(efadv_create_qp_ex(e.ctx, &a, reinterpret_cast<efadv_qp_init_attr *>(&big), sizeof big));
-	cr_assert(errno == EOPNOTSUPP || errno == EINVAL);
+	cr_assert_eq(errno, EINVAL, "non-zero unknown tail: %s", strerror(errno));
 
 	efadv_qp_init_attr_cur x{};
 	x.driver_qp_type = EFADV_QP_DRIVER_TYPE_SRD;
 	x.comp_mask = 1;
 	a = e.attr();
 	cr_assert_null(efadv_create_qp_ex(e.ctx, &a, reinterpret_cast<efadv_qp_init_attr *>(&x), sizeof x));
-	cr_assert_eq(errno, EOPNOTSUPP);
+	cr_assert_eq(errno, EINVAL, "comp_mask: %s", strerror(errno));
 	x.comp_mask = 0;
+	x.reserved = 1;
+	a = e.attr();
+	cr_assert_null(efadv_create_qp_ex(e.ctx, &a, reinterpret_cast<efadv_qp_init_attr *>(&x), sizeof x));
+	cr_assert_eq(errno, EINVAL, "reserved: %s", strerror(errno));
+	x.reserved = 0;
 	x.driver_qp_type = 7;
 	a = e.attr();
 	cr_assert_null(efadv_create_qp_ex(e.ctx, &a, reinterpret_cast<efadv_qp_init_attr *>(&x), sizeof x));
@@ -273,6 +350,21 @@ Test(sim_device, efadv_create_qp_ex_inlen_and_comp_mask)
 	a = e.attr();
 	cr_assert_null(efadv_create_qp_ex(e.ctx, &a, reinterpret_cast<efadv_qp_init_attr *>(&x), sizeof x));
 	cr_assert_eq(errno, EOPNOTSUPP);
+
+	/* the EFA_1.0 entry point */
+	ibv_qp_init_attr ia{};
+	ia.send_cq = ia.recv_cq = ibv_cq_ex_to_cq(e.cq);
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	ia.qp_type = IBV_QPT_UD;
+	cr_assert_null(efadv_create_driver_qp(e.pd, &ia, EFADV_QP_DRIVER_TYPE_SRD));
+	cr_assert_eq(errno, EINVAL);
+	ia.qp_type = IBV_QPT_DRIVER;
+	cr_assert_null(efadv_create_driver_qp(e.pd, &ia, 7));
+	cr_assert_eq(errno, EOPNOTSUPP);
+	qp = efadv_create_driver_qp(e.pd, &ia, EFADV_QP_DRIVER_TYPE_SRD);
+	cr_assert_not_null(qp, "efadv_create_driver_qp: %s", strerror(errno));
+	ibv_destroy_qp(qp);
 }
 
 Test(sim_device, efadv_create_cq_inlen)
@@ -289,7 +381,27 @@ Test(sim_device, efadv_create_cq_inlen)
 	cr_assert_not_null(efadv_cq_from_ibv_cq_ex(cq));
 	cr_assert_geq(cq->cqe, 8);
 	ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
+	/* incompatible input is EINVAL (rdma-core): short of wc_flags, a comp_mask, a
+	 * non-zero unknown tail */
+	cr_assert_null(efadv_create_cq(c, &ca, reinterpret_cast<efadv_cq_init_attr *>(&v1), 8));
+	cr_assert_eq(errno, EINVAL);
 	efadv_cq_init_attr_cur cur{};
+	cur.comp_mask = 1;
+	cr_assert_null(efadv_create_cq(c, &ca, reinterpret_cast<efadv_cq_init_attr *>(&cur), sizeof cur));
+	cr_assert_eq(errno, EINVAL, "comp_mask: %s", strerror(errno));
+	cur.comp_mask = 0;
+	struct {
+		efadv_cq_init_attr_cur cur;
+		uint64_t future;
+	} big{};
+	big.future = 1;
+	cr_assert_null(efadv_create_cq(c, &ca, reinterpret_cast<efadv_cq_init_attr *>(&big), sizeof big));
+	cr_assert_eq(errno, EINVAL, "non-zero unknown tail: %s", strerror(errno));
+	big.future = 0;
+	cq = efadv_create_cq(c, &ca, reinterpret_cast<efadv_cq_init_attr *>(&big), sizeof big);
+	cr_assert_not_null(cq, "zero tail refused: %s", strerror(errno));
+	ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
+	/* a request the device cannot serve is EOPNOTSUPP */
 	cur.wc_flags = 1 << 5; /* unknown */
 	cr_assert_null(efadv_create_cq(c, &ca, reinterpret_cast<efadv_cq_init_attr *>(&cur), sizeof cur));
 	cr_assert_eq(errno, EOPNOTSUPP);
@@ -342,9 +454,10 @@ Test(sim_device, qp_limits_and_caps)
 	cr_assert_geq(a.cap.max_inline_data, 40u);
 	cr_assert_not_null(ibv_qp_to_qp_ex(qp));
 	cr_assert_not_null(efadv_qp_from_ibv_qp_ex(ibv_qp_to_qp_ex(qp)));
-	/* plain verbs cannot make SRD (or any other) QPs on EFA */
+	/* plain verbs cannot make SRD QPs on EFA: rdma-core answers EOPNOTSUPP */
 	auto b = e.attr();
 	cr_assert_null(ibv_create_qp_ex(e.ctx, &b));
+	cr_assert_eq(errno, EOPNOTSUPP, "ibv_create_qp_ex(IBV_QPT_DRIVER): %s", strerror(errno));
 	/* a CQ in use cannot be destroyed */
 	cr_assert_eq(ibv_destroy_cq(ibv_cq_ex_to_cq(e.cq)), EBUSY);
 	cr_assert_eq(ibv_destroy_qp(qp), 0);
@@ -355,6 +468,103 @@ Test(sim_device, qp_limits_and_caps)
 	ibv_destroy_qp(qp);
 	a = e.attr();
 	cr_assert_null(e.create(a, 0, 16));
+}
+
+/*
+ * The queue depth rule of EFA devices (efadv_get_max_sq_depth / efadv_get_max_rq_depth):
+ * wide send queue entries, for inline RDMA write or an inline size beyond
+ * inline_buf_size, halve the send queue; the receive queue holds max_rq_wr descriptors,
+ * max_recv_sge per receive. The functions report it and QP creation enforces it.
+ */
+Test(sim_device, queue_depths_follow_the_entry_size)
+{
+	QpEnv e;
+	efadv_device_attr_cur ea{};
+	efadv_query_device(e.ctx, reinterpret_cast<efadv_device_attr *>(&ea), sizeof ea);
+	auto sq = [&](uint32_t flags, uint32_t inl, uint32_t sge = 1, uint32_t inlen = sizeof(efadv_sq_depth_attr)) {
+		efadv_sq_depth_attr a{};
+		a.flags = flags;
+		a.max_send_sge = sge;
+		a.max_rdma_sge = 1;
+		a.max_inline_data = inl;
+		return efadv_get_max_sq_depth(e.ctx, &a, inlen);
+	};
+	cr_assert_eq(sq(0, 0), int(ea.max_sq_wr));
+	cr_assert_eq(sq(0, ea.inline_buf_size), int(ea.max_sq_wr));
+	cr_assert_eq(sq(0, ea.inline_buf_size + 1u), int(ea.max_sq_wr / 2));
+	cr_assert_eq(sq(EFADV_SQ_DEPTH_ATTR_INLINE_WRITE, 0), int(ea.max_sq_wr / 2));
+	cr_assert_eq(sq(EFADV_SQ_DEPTH_ATTR_INLINE_WRITE, ea.inline_buf_size_ex), int(ea.max_sq_wr / 2));
+	cr_assert_eq(sq(0, ea.inline_buf_size_ex + 1u), -EINVAL);
+	cr_assert_eq(sq(0, 0, ea.max_sq_sge + 1u), -EINVAL);
+	cr_assert_eq(sq(1u << 5, 0), -EOPNOTSUPP);
+	cr_assert_eq(sq(0, 0, 1, 16), -EINVAL);
+	efadv_sq_depth_attr cm{};
+	cm.comp_mask = 1;
+	cr_assert_eq(efadv_get_max_sq_depth(e.ctx, &cm, sizeof cm), -EINVAL);
+	struct {
+		efadv_sq_depth_attr a;
+		uint64_t future;
+	} big{};
+	cr_assert_eq(efadv_get_max_sq_depth(e.ctx, &big.a, sizeof big), int(ea.max_sq_wr));
+	big.future = 1;
+	cr_assert_eq(efadv_get_max_sq_depth(e.ctx, &big.a, sizeof big), -EINVAL);
+
+	auto rq = [&](uint32_t sge) {
+		efadv_rq_depth_attr a{};
+		a.max_recv_sge = sge;
+		return efadv_get_max_rq_depth(e.ctx, &a, sizeof a);
+	};
+	cr_assert_eq(rq(1), int(ea.max_rq_wr));
+	cr_assert_eq(rq(2), int(ea.max_rq_wr / 2));
+	cr_assert_eq(rq(ea.max_rq_sge + 1u), -EINVAL);
+	efadv_rq_depth_attr rcm{};
+	rcm.comp_mask = 1;
+	cr_assert_eq(efadv_get_max_rq_depth(e.ctx, &rcm, sizeof rcm), -EINVAL);
+
+	/* QP creation: the same rule */
+	auto a = e.attr(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE);
+	a.cap.max_send_wr = ea.max_sq_wr;
+	a.cap.max_inline_data = ea.inline_buf_size_ex;
+	cr_assert_null(e.create(a));
+	cr_assert_eq(errno, EINVAL, "a full send queue of wide entries: %s", strerror(errno));
+	a = e.attr(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE);
+	a.cap.max_send_wr = ea.max_sq_wr;
+	cr_assert_null(e.create(a, EFADV_QP_FLAGS_INLINE_WRITE));
+	cr_assert_eq(errno, EINVAL, "a full send queue with INLINE_WRITE: %s", strerror(errno));
+	a = e.attr(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE);
+	a.cap.max_send_wr = ea.max_sq_wr / 2;
+	a.cap.max_inline_data = ea.inline_buf_size_ex;
+	ibv_qp *qp = e.create(a, EFADV_QP_FLAGS_INLINE_WRITE);
+	cr_assert_not_null(qp, "half a send queue of wide entries: %s", strerror(errno));
+	cr_assert_eq(a.cap.max_send_wr, ea.max_sq_wr / 2);
+	ibv_destroy_qp(qp);
+	a = e.attr();
+	a.cap.max_send_wr = ea.max_sq_wr;
+	a.cap.max_inline_data = ea.inline_buf_size;
+	qp = e.create(a);
+	cr_assert_not_null(qp, "a full send queue of narrow entries: %s", strerror(errno));
+	ibv_destroy_qp(qp);
+	a = e.attr();
+	a.cap.max_recv_sge = 2;
+	a.cap.max_recv_wr = ea.max_rq_wr;
+	cr_assert_null(e.create(a));
+	cr_assert_eq(errno, EINVAL, "a receive queue beyond its descriptors: %s", strerror(errno));
+	a = e.attr();
+	a.cap.max_recv_sge = 2;
+	a.cap.max_recv_wr = ea.max_rq_wr / 2;
+	qp = e.create(a);
+	cr_assert_not_null(qp, "max_rq_wr / 2 receives of 2 entries: %s", strerror(errno));
+	ibv_destroy_qp(qp);
+}
+
+Test(sim_device, queue_depths_without_rdma_write, .init = [] { setenv("EFASIM_PROFILE", "no-rdma-write", 1); })
+{
+	QpEnv e;
+	efadv_sq_depth_attr a{};
+	a.flags = EFADV_SQ_DEPTH_ATTR_INLINE_WRITE;
+	cr_assert_eq(efadv_get_max_sq_depth(e.ctx, &a, sizeof a), -EOPNOTSUPP);
+	a.flags = 0;
+	cr_assert_eq(efadv_get_max_sq_depth(e.ctx, &a, sizeof a), 4096);
 }
 
 Test(sim_device, qp_state_machine)

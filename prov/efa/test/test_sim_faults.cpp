@@ -209,6 +209,147 @@ Test(sim_faults, dead_peer_is_unresponsive_within_timeout, .init = [] { setenv("
 	close(sv[0]);
 }
 
+/*
+ * A peer process that received a message, then closed its device and exited normally:
+ * a send, an RDMA write and an RDMA read posted to it afterwards each complete with
+ * "unresponsive remote" (13) within EFASIM_TIMEOUT_MS, while the sender waits as
+ * fi_cq_sread does (poll, arm the CQ, sleep on the completion channel). Each post follows
+ * a poll, so the retransmission timer is set by a thread that polled a moment ago and
+ * then sleeps: the engine must run it.
+ */
+Test(sim_faults, closed_peer_fails_work_of_a_blocked_sender_within_timeout,
+     .init = [] { setenv("EFASIM_TIMEOUT_MS", "300", 1); })
+{
+	run_pair(
+		[&](Chan &ch) {
+			Node a(NodeOpts{.channel = true});
+			Addr b = a.exchange(ch);
+			const RemoteMr rm = ch.recv<RemoteMr>();
+			ibv_ah *ah = a.ah_for(b);
+			uint8_t buf[64] = {};
+			ibv_mr *mr = a.reg(buf, sizeof buf);
+			cr_assert_eq(a.post(IBV_WR_SEND, ah, b, mr, buf, sizeof buf, 1), 0);
+			auto c = a.wait_blocking(1, 5000);
+			cr_assert_eq(c.size(), 1u);
+			cr_assert_eq(c[0].status, IBV_WC_SUCCESS, "vendor %u", c[0].vendor_err);
+			ch.sync(1); /* the peer closed its device */
+			const ibv_wr_opcode ops[] = {IBV_WR_SEND, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ, IBV_WR_SEND};
+			for (uint64_t i = 0; i < 4; i++) {
+				auto t0 = std::chrono::steady_clock::now();
+				cr_assert_eq(a.post(ops[i], ah, b, mr, buf, sizeof buf, 10 + i, rm.rkey, rm.addr), 0);
+				c = a.wait_blocking(1, 5000);
+				const double ms =
+					std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+				cr_assert_eq(c.size(), 1u, "work request %lu (opcode %d) to the closed peer: no completion in "
+					     "%.0f ms (timeout 300 ms)", (unsigned long)i, ops[i], ms);
+				cr_assert_eq(c[0].wr_id, 10 + i);
+				cr_assert_eq(c[0].vendor_err, 13u, "vendor %u", c[0].vendor_err);
+				cr_assert_eq(c[0].status, IBV_WC_RESP_TIMEOUT_ERR);
+				cr_assert_geq(ms, 250.0);
+				cr_assert_lt(ms, 1300.0, "error after %.0f ms with a 300 ms timeout", ms);
+			}
+			cr_assert_eq(a.stats().peer_timeouts, 4u);
+		},
+		[&](Chan &ch) {
+			{
+				Node b;
+				Addr a = b.exchange(ch);
+				b.ah_for(a);
+				static uint8_t mem[64], rx[64];
+				ibv_mr *rmr = b.reg(mem, sizeof mem,
+						    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+				ch.send(RemoteMr{uintptr_t(mem), rmr->rkey, uint32_t(sizeof mem)});
+				PEER_CHECK(b.post_recv(b.reg(rx, sizeof rx), rx, sizeof rx, 1) == 0);
+				PEER_CHECK(b.wait(1).size() == 1);
+			} /* destroys the QP and closes the device */
+			ch.sync(1);
+			return 0; /* and exits normally */
+		});
+}
+
+/*
+ * 32 receivers, each in its own process, get one message each and then block in read()
+ * without polling, as a computing MPI rank does; the sender's sends must all complete
+ * successfully, acknowledged by the receivers' devices on their own. The retransmission
+ * timeout is set beyond the bound, so a receiver that acknowledged only when a
+ * retransmission woke its device shows as a late completion and a retransmission.
+ * Five rounds: a receiver's device is idle (nothing to wake it for) when each begins.
+ */
+Test(sim_faults, idle_receivers_acknowledge_without_polling, .init = [] {
+	setenv("EFASIM_RTO_US", "2500000", 1);
+	setenv("EFASIM_RTO_MAX_US", "2500000", 1);
+	setenv("EFASIM_TIMEOUT_MS", "8000", 1);
+})
+{
+	const int n = 32, rounds = 5;
+	std::vector<pid_t> pids;
+	std::vector<Chan> chans;
+	for (int i = 0; i < n; i++) {
+		int sv[2];
+		cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+		pid_t pid = fork();
+		cr_assert_geq(pid, 0);
+		if (pid == 0) {
+			for (const Chan &o : chans)
+				close(o.fd());
+			close(sv[0]);
+			Chan c(sv[1]);
+			Node b(NodeOpts{.sq = 4, .rq = 4});
+			b.exchange(c);
+			uint8_t rx[64];
+			ibv_mr *mr = b.reg(rx, sizeof rx);
+			for (int r = 0; r < rounds; r++) {
+				PEER_CHECK(b.post_recv(mr, rx, sizeof rx, uint64_t(r)) == 0);
+				c.sync(uint32_t(r)); /* then blocked in read() until the round begins */
+				auto got = b.wait(1, 20000);
+				PEER_CHECK(got.size() == 1 && got[0].status == IBV_WC_SUCCESS);
+				PEER_CHECK(check(rx, sizeof rx, uint32_t(r)));
+			}
+			c.recv<uint32_t>(); /* idle in read() until the sender is done */
+			_exit(0);
+		}
+		close(sv[1]);
+		pids.push_back(pid);
+		chans.emplace_back(sv[0]);
+	}
+	Node a(NodeOpts{.sq = 64, .rq = 4});
+	std::vector<Addr> peers;
+	std::vector<ibv_ah *> ahs;
+	for (const Chan &c : chans) {
+		peers.push_back(a.exchange(c));
+		ahs.push_back(a.ah_for(peers.back()));
+	}
+	uint8_t tx[64];
+	ibv_mr *mt = a.reg(tx, sizeof tx);
+	double worst = 0;
+	for (int r = 0; r < rounds; r++) {
+		for (const Chan &c : chans)
+			c.sync(uint32_t(r));
+		fill(tx, sizeof tx, uint32_t(r));
+		auto t0 = std::chrono::steady_clock::now();
+		for (int i = 0; i < n; i++)
+			cr_assert_eq(a.post(IBV_WR_SEND, ahs[size_t(i)], peers[size_t(i)], mt, tx, sizeof tx, uint64_t(i)), 0);
+		auto c = a.wait(size_t(n), 20000);
+		const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+		worst = std::max(worst, ms);
+		cr_assert_eq(c.size(), size_t(n), "round %d: %zu of %d sends completed", r, c.size(), n);
+		for (const Completion &e : c)
+			cr_assert_eq(e.status, IBV_WC_SUCCESS, "round %d: send %lu failed with vendor %u", r,
+				     (unsigned long)e.wr_id, e.vendor_err);
+		cr_assert_lt(ms, 1000.0, "round %d: the %d sends took %.0f ms: a receiver acknowledged only when a "
+			     "retransmission woke its device", r, n, ms);
+	}
+	cr_assert_eq(a.stats().retransmits, 0u, "a receiver did not acknowledge on its own");
+	for (const Chan &c : chans)
+		c.send(uint32_t(0));
+	for (pid_t p : pids) {
+		int st = 0;
+		cr_assert_eq(waitpid(p, &st, 0), p);
+		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a receiver failed (status %d)", st);
+	}
+	cr_log_info("%d idle receivers x %d rounds: slowest round %.1f ms", n, rounds, worst);
+}
+
 Test(sim_faults, never_existing_peer_is_unreachable, .init = [] { setenv("EFASIM_TIMEOUT_MS", "200", 1); })
 {
 	Node a;

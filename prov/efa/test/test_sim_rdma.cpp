@@ -333,12 +333,21 @@ Test(sim_rdma, processing_hints_and_service_level)
 			    EFADV_WR_PROCESSING_HINT_BURST_PPS_SENSITIVE),
 		     0);
 	cr_assert_eq(a.wait(1)[0].status, IBV_WC_SUCCESS);
-	/* unknown hint bits are refused */
+	/* hint bits the device does not know are ignored (rdma-core passes them on) */
 	cr_assert_eq(a.post(IBV_WR_RDMA_WRITE, ah, a.self, mr, mem, 64, 2, mr->rkey, uintptr_t(mem), 0, false, 1u << 7),
-		     EINVAL);
+		     0);
+	cr_assert_eq(a.wait(1)[0].status, IBV_WC_SUCCESS);
+	cr_assert_eq(a.post(IBV_WR_SEND, ah, a.self, mr, mem, 64, 3, 0, 0, 0, false,
+			    EFADV_WR_PROCESSING_HINT_BURST_PPS_SENSITIVE | (1u << 7)),
+		     0);
+	cr_assert_eq(a.post_recv(mr, mem + 2048, 64, 4), 0);
+	auto c = a.wait(2);
+	cr_assert_eq(c.size(), 2u);
+	for (const Completion &e : c)
+		cr_assert_eq(e.status, IBV_WC_SUCCESS);
 	efasim_stats s = a.stats();
-	cr_assert_eq(s.hinted_wrs, 1u);
-	cr_assert_eq(s.sl_nonzero_wrs, 1u);
+	cr_assert_eq(s.hinted_wrs, 2u, "hinted work requests %lu", (unsigned long)s.hinted_wrs);
+	cr_assert_eq(s.sl_nonzero_wrs, 3u);
 	/* a QP created without EFADV_WR_EX_WITH_PROCESSING_HINTS refuses hints */
 	Node b;
 	ibv_ah *bah = b.ah_for(b.self);

@@ -542,3 +542,50 @@ Test(sim_send, refused_send_is_never_delivered_later, .init = [] {
 			return 0;
 		});
 }
+
+/*
+ * Receive completions report service level 0, as rdma-core does (its CQE has no sl),
+ * whatever sl the sender's QP was created with: through ibv_wc_read_sl() and through
+ * ibv_poll_cq(), for a send and for an RDMA write with immediate.
+ */
+Test(sim_send, receive_completions_report_sl_zero)
+{
+	Node a(NodeOpts{.sl = 8});
+	Node b(NodeOpts{.efa_flags = EFADV_QP_FLAGS_UNSOLICITED_WRITE_RECV, .unsolicited_cq = true});
+	static uint8_t rx[256], tx[64];
+	ibv_mr *mrx = b.reg(rx, sizeof rx, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	ibv_mr *mtx = a.reg(tx, sizeof tx);
+	b.ah_for(a.self); /* RDMA needs the target to know the initiator */
+	ibv_ah *ah = a.ah_for(b.self);
+	cr_assert_eq(b.post_recv(mrx, rx, 64, 1), 0);
+	cr_assert_eq(b.post_recv(mrx, rx + 64, 64, 2), 0);
+	cr_assert_eq(a.post(IBV_WR_SEND, ah, b.self, mtx, tx, sizeof tx, 10), 0);
+	cr_assert_eq(a.post(IBV_WR_SEND, ah, b.self, mtx, tx, sizeof tx, 11), 0);
+	cr_assert_eq(a.post(IBV_WR_RDMA_WRITE_WITH_IMM, ah, b.self, mtx, tx, sizeof tx, 12, mrx->rkey,
+			    uintptr_t(rx + 128), 5),
+		     0);
+	auto sc = a.wait(3);
+	cr_assert_eq(sc.size(), 3u);
+	for (const Completion &e : sc)
+		cr_assert_eq(e.status, IBV_WC_SUCCESS, "vendor %u", e.vendor_err);
+	/* one through the legacy poll */
+	ibv_wc wc{};
+	wc.sl = 0xff;
+	int n = 0;
+	for (int spins = 0; n == 0 && spins < 1000000; spins++)
+		n = ibv_poll_cq(ibv_cq_ex_to_cq(b.cq), 1, &wc);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(wc.status, IBV_WC_SUCCESS);
+	cr_assert_eq(wc.sl, 0, "ibv_poll_cq reported sl %u", wc.sl);
+	/* the others through the extended API */
+	auto rc = b.wait(2);
+	cr_assert_eq(rc.size(), 2u);
+	bool saw_imm = false;
+	for (const Completion &e : rc) {
+		cr_assert_eq(e.status, IBV_WC_SUCCESS);
+		cr_assert_eq(e.sl, 0, "ibv_wc_read_sl reported sl %u (opcode %d)", e.sl, e.opcode);
+		saw_imm = saw_imm || e.opcode == IBV_WC_RECV_RDMA_WITH_IMM;
+	}
+	cr_assert(saw_imm || wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM);
+	cr_assert_eq(a.stats().sl_nonzero_wrs, 3u, "the sender's work requests carried its sl");
+}

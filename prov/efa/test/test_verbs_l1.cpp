@@ -78,11 +78,18 @@ struct Stack {
 
 /* ---- a failing table: the software device with chosen entry points replaced */
 Api g_real;
-int g_qp_refuse; /* bit 0: unsolicited flag, 1: wr_flags, 2: sl, 3: everything, 4: inline write */
+int g_qp_refuse; /* bit 0: unsolicited flag, 1: wr_flags, 2: sl, 3: everything, 4: inline write,
+		    5: everything, with ENOMEM */
+int g_qp_attempts;
 
 ibv_qp *picky_create_qp(ibv_context *ctx, ibv_qp_init_attr_ex *a, efadv_qp_init_attr *e, uint32_t inlen)
 {
 	auto *cur = reinterpret_cast<efadv_qp_init_attr_cur *>(e);
+	g_qp_attempts++;
+	if (g_qp_refuse & 32) {
+		errno = ENOMEM;
+		return nullptr;
+	}
 	if (((g_qp_refuse & 1) && (cur->flags & EFADV_QP_FLAGS_UNSOLICITED_WRITE_RECV)) ||
 	    ((g_qp_refuse & 2) && cur->wr_flags) || ((g_qp_refuse & 4) && cur->sl) || (g_qp_refuse & 8) ||
 	    ((g_qp_refuse & 16) && (cur->flags & EFADV_QP_FLAGS_INLINE_WRITE))) {
@@ -219,9 +226,8 @@ Test(l1, profile_without_unsolicited_or_wide_inline,
 	cr_assert_eq(f.max_inline, 32u);
 	cr_assert_not(f.rdma_write);
 	cr_assert(f.rdma_read);
-	/* the profile has no processing hints: QP creation refuses them, L1 falls back */
-	cr_assert_not(f.processing_hints);
-	cr_assert(logged("processing hints"));
+	/* processing hints are accepted on every generation (rdma-core) */
+	cr_assert(f.processing_hints);
 }
 
 Test(l1, data_path_send_batch_inline_rdma_hints)
@@ -281,15 +287,24 @@ Test(l1, data_path_send_batch_inline_rdma_hints)
 	cr_assert_eq(wc.size(), 2u);
 	for (auto &w : wc)
 		cr_assert_eq(w.status, IBV_WC_SUCCESS);
+	/* the burst hint is for RDMA writes only (as upstream): a read or send with it
+	 * goes without */
 	ibv_sge dst{uintptr_t(mem.data() + 600000), 50000, mr->lkey()};
-	cr_assert_eq(s.qp.read(5, self, {&dst, 1}, mr->rkey(), uintptr_t(mem.data() + 400000), 0), 0);
+	cr_assert_eq(s.qp.read(5, self, {&dst, 1}, mr->rkey(), uintptr_t(mem.data() + 400000), kHighPps), 0);
 	wc = s.wait(1);
 	cr_assert_eq(wc.size(), 1u);
 	cr_assert_eq(wc[0].status, IBV_WC_SUCCESS);
 	cr_assert_eq(memcmp(mem.data() + 600000, mem.data() + 200000, 50000), 0);
+	cr_assert_eq(s.qp.post_recv(6, {&sg, 1}), 0);
+	ibv_sge small{uintptr_t(mem.data() + 200000), 100, mr->lkey()};
+	cr_assert_eq(s.qp.send(7, self, {&small, 1}, 0, kHighPps), 0);
+	wc = s.wait(2);
+	cr_assert_eq(wc.size(), 2u);
+	for (auto &w : wc)
+		cr_assert_eq(w.status, IBV_WC_SUCCESS);
 	efasim_stats st{};
 	cr_assert_eq(s.dev->api().efasim_query_stats(s.dev->ctx(), &st, sizeof st), 0);
-	cr_assert_eq(st.hinted_wrs, 1u);
+	cr_assert_eq(st.hinted_wrs, 1u, "%lu work requests hinted", (unsigned long)st.hinted_wrs);
 	/* RNR retry can be changed on an RTS QP */
 	cr_assert_eq(s.qp.set_rnr_retry(0), 0);
 	cr_assert_eq(s.qp.features().rnr_retry, 0);
@@ -474,6 +489,167 @@ Test(l1, old_efadv_query_layout)
 	cr_assert_not(devs[0]->rdma_read());
 	cr_assert_eq(devs[0]->inline_size_ex(), devs[0]->inline_size());
 	cr_assert_eq(devs[0]->inline_size(), 32);
+}
+
+/*
+ * QP creation falls back only from an error that can name a feature, and only by the
+ * feature named: a device that refuses the service level keeps hints, unsolicited write
+ * receive and inline write (the fallback used to drop hints first, then sl, ...).
+ */
+Test(l1, refusal_drops_only_the_feature_refused)
+{
+	Api a = failing([](Api &x) { x.efadv_create_qp_ex = picky_create_qp; });
+	g_qp_refuse = 4;
+	QpAttr qa;
+	qa.sl = 8;
+	qa.processing_hints = true;
+	qa.unsolicited_write_recv = true;
+	qa.max_inline = 80;
+	CqAttr ca;
+	ca.unsolicited = true;
+	Stack s(a, qa, ca);
+	const QpFeatures &f = s.qp.features();
+	cr_assert_eq(f.sl, 0);
+	cr_assert(f.processing_hints, "processing hints dropped for a refused service level");
+	cr_assert(f.unsolicited_write_recv, "unsolicited write receive dropped for a refused service level");
+	cr_assert(f.inline_write);
+	cr_assert(logged("service level"));
+	cr_assert_not(logged("refused processing hints"));
+}
+
+/* An error that names no feature (ENOMEM) fails at once: no retry drops anything. */
+Test(l1, other_errors_drop_nothing)
+{
+	Api a = failing([](Api &x) { x.efadv_create_qp_ex = picky_create_qp; });
+	g_qp_refuse = 32;
+	auto devs = Device::discover(a);
+	cr_assert_eq(devs.size(), 1u);
+	auto pd = Pd::alloc(*devs[0]);
+	cr_assert(pd.ok());
+	Pd p = pd.take();
+	CqAttr ca;
+	auto c = Cq::create(*devs[0], ca);
+	cr_assert(c.ok());
+	Cq cq = c.take();
+	QpAttr qa;
+	qa.sl = 8;
+	qa.processing_hints = true;
+	qa.unsolicited_write_recv = true;
+	g_qp_attempts = 0;
+	auto q = Qp::create_srd(*devs[0], p, cq, cq, qa);
+	cr_assert_not(q.ok());
+	cr_assert_eq(q.error(), -ENOMEM);
+	cr_assert_eq(g_qp_attempts, 1, "%d attempts for an error that names no feature", g_qp_attempts);
+	cr_assert(logged("efadv_create_qp_ex failed"));
+}
+
+/* A feature the caller requires is never dropped: creation fails, saying what to do. */
+Test(l1, required_unsolicited_is_never_dropped)
+{
+	Api a = failing([](Api &x) { x.efadv_create_qp_ex = picky_create_qp; });
+	g_qp_refuse = 1;
+	auto devs = Device::discover(a);
+	auto pd = Pd::alloc(*devs[0]);
+	Pd p = pd.take();
+	CqAttr ca;
+	ca.unsolicited = true;
+	auto c = Cq::create(*devs[0], ca);
+	Cq cq = c.take();
+	QpAttr qa;
+	qa.unsolicited_write_recv = true;
+	qa.require_unsolicited_write_recv = true;
+	qa.processing_hints = true;
+	auto q = Qp::create_srd(*devs[0], p, cq, cq, qa);
+	cr_assert_not(q.ok());
+	cr_assert_eq(q.error(), -EOPNOTSUPP);
+	cr_assert(logged("FI_RX_CQ_DATA"));
+	/* and a CQ that cannot report it is refused before any attempt */
+	CqAttr plain;
+	auto c2 = Cq::create(*devs[0], plain);
+	Cq cq2 = c2.take();
+	g_qp_refuse = 0;
+	g_qp_attempts = 0;
+	auto q2 = Qp::create_srd(*devs[0], p, cq2, cq2, qa);
+	cr_assert_not(q2.ok());
+	cr_assert_eq(g_qp_attempts, 0);
+}
+
+/*
+ * A wide inline size with the full send queue: the device allows half as many wide
+ * entries (efadv_get_max_sq_depth), so L1 asks for that and keeps every feature. (It used
+ * to ask for the full queue, fail with EINVAL and drop unsolicited write receive, then
+ * inline write, until creation succeeded.)
+ */
+Test(l1, wide_inline_queue_is_sized_by_the_device)
+{
+	QpAttr qa;
+	qa.sq_depth = 4096;
+	qa.rq_depth = 1u << 20;
+	qa.max_inline = 80;
+	qa.unsolicited_write_recv = true;
+	CqAttr ca;
+	ca.unsolicited = true;
+	Stack s(sim(), qa, ca);
+	const QpFeatures &f = s.qp.features();
+	cr_assert(f.unsolicited_write_recv, "unsolicited write receive was dropped");
+	cr_assert(f.inline_write);
+	cr_assert_eq(f.max_inline, 80u);
+	cr_assert_eq(f.sq_depth, 2048u, "send queue %u", f.sq_depth);
+	cr_assert_eq(f.rq_depth, 16384u, "receive queue %u (32768 descriptors, 2 per receive)", f.rq_depth);
+	cr_assert_not(logged("refused"));
+}
+
+int g_depth_calls;
+int fake_sq_depth(ibv_context *, efadv_sq_depth_attr *a, uint32_t)
+{
+	g_depth_calls++;
+	return a->flags & EFADV_SQ_DEPTH_ATTR_INLINE_WRITE ? 64 : 128;
+}
+int fake_rq_depth(ibv_context *, efadv_rq_depth_attr *a, uint32_t) { return 256 / int(a->max_recv_sge); }
+
+/* The depths rdma-core reports are the ones used. */
+Test(l1, queue_depths_come_from_rdma_core)
+{
+	Api a = failing([](Api &x) {
+		x.efadv_get_max_sq_depth = fake_sq_depth;
+		x.efadv_get_max_rq_depth = fake_rq_depth;
+	});
+	QpAttr qa;
+	qa.sq_depth = 4096;
+	qa.rq_depth = 4096;
+	qa.max_inline = 80;
+	Stack s(a, qa);
+	cr_assert_gt(g_depth_calls, 0);
+	cr_assert_eq(s.qp.features().sq_depth, 64u);
+	cr_assert_eq(s.qp.features().rq_depth, 128u);
+}
+
+/* Without the queries (rdma-core before 2026): EFA's rule, said once in the log. */
+Test(l1, queue_depths_without_rdma_core_queries)
+{
+	Api a = failing([](Api &x) {
+		x.efadv_get_max_sq_depth = nullptr;
+		x.efadv_get_max_rq_depth = nullptr;
+	});
+	QpAttr qa;
+	qa.sq_depth = 4096;
+	qa.rq_depth = 1u << 20;
+	qa.max_inline = 80;
+	qa.unsolicited_write_recv = true;
+	CqAttr ca;
+	ca.unsolicited = true;
+	Stack s1(a, qa, ca);
+	Stack s2(a, qa, ca);
+	for (const Stack *s : {&s1, &s2}) {
+		cr_assert(s->qp.features().unsolicited_write_recv);
+		cr_assert(s->qp.features().inline_write);
+		cr_assert_eq(s->qp.features().sq_depth, 2048u);
+		cr_assert_eq(s->qp.features().rq_depth, 16384u);
+	}
+	int n = 0;
+	for (const auto &l : g_logs)
+		n += l.find("has no efadv_get_max_sq_depth") != std::string::npos;
+	cr_assert_eq(n, 1, "said %d times", n);
 }
 
 Test(l1, hints_unavailable_without_efadv_qp)

@@ -108,6 +108,13 @@ int ep_getopt(fid_t f, int level, int name, void *val, size_t *len)
 		*static_cast<size_t *>(val) = ep->rnr_retry;
 		*len = sizeof(size_t);
 		return 0;
+	case FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV:
+		if (*len < sizeof(bool))
+			return -FI_ETOOSMALL;
+		*static_cast<bool *>(val) =
+			ep->enabled ? ep->qp.features().unsolicited_write_recv : ep->use_unsolicited_write_recv;
+		*len = sizeof(bool);
+		return 0;
 	case FI_OPT_EFA_EMULATED_READ:
 	case FI_OPT_EFA_EMULATED_WRITE:
 		/* efa-direct never emulates: RMA is the device's RDMA or not offered. */
@@ -164,6 +171,30 @@ int ep_setopt(fid_t f, int level, int name, const void *val, size_t len)
 			return -FI_EOPNOTSUPP;
 		}
 		return 0;
+	case FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV: {
+		if (len != sizeof(bool))
+			return -FI_EINVAL;
+		const bool v = *static_cast<const bool *>(val);
+		if (ep->enabled) {
+			EFA_WARN(EpCtrl, "FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV must be set before fi_enable");
+			return -FI_EINVAL;
+		}
+		/* Without FI_RX_CQ_DATA the application posts no receive for remote CQ data:
+		 * the device must take such writes without one. */
+		if (!v && !ep->dom->rx_cq_data) {
+			EFA_WARN(EpCtrl, "FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV false needs FI_RX_CQ_DATA in the "
+				 "endpoint's mode (remote CQ data would then consume posted receives); ask for it in "
+				 "the hints' mode");
+			return -FI_EOPNOTSUPP;
+		}
+		if (v && !ep->dom->dev->unsolicited_write_recv()) {
+			EFA_WARN(EpCtrl, "FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV true: this device has no unsolicited "
+				 "write receive");
+			return -FI_EOPNOTSUPP;
+		}
+		ep->use_unsolicited_write_recv = v;
+		return 0;
+	}
 	case FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES:
 	case FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES:
 		return -FI_EOPNOTSUPP; /* SRD orders nothing */
@@ -285,7 +316,10 @@ int Ep::enable()
 	qa.sq_depth = uint32_t(info->tx_attr->size);
 	qa.rq_depth = uint32_t(info->rx_attr->size);
 	qa.max_inline = uint32_t(inject_size);
-	qa.unsolicited_write_recv = !dom->rx_cq_data;
+	/* Without FI_RX_CQ_DATA a remote write with data must not take one of the
+	 * application's receives: the QP has unsolicited write receive, or no endpoint. */
+	qa.unsolicited_write_recv = use_unsolicited_write_recv;
+	qa.require_unsolicited_write_recv = !dom->rx_cq_data && (info->caps & (FI_RMA | FI_REMOTE_WRITE));
 	qa.sl = endpoint_sl(info, dom->info);
 	qa.processing_hints = true;
 	qa.qkey = qkey;
@@ -367,6 +401,10 @@ int ep_open(fid_domain *df, fi_info *info, fid_ep **out, void *context)
 	ep->tx_op_flags = info->tx_attr->op_flags;
 	ep->rx_op_flags = info->rx_attr->op_flags;
 	ep->inject_size = std::min<size_t>(info->tx_attr->inject_size, dev.inline_size_ex());
+	/* Unsolicited write receive where remote CQ data would otherwise need receives the
+	 * application does not post (no FI_RX_CQ_DATA); FI_EFA_USE_UNSOLICITED_WRITE_RECV=0
+	 * made fi_getinfo ask for FI_RX_CQ_DATA with RMA. */
+	ep->use_unsolicited_write_recv = !d->rx_cq_data && dev.unsolicited_write_recv();
 	ep->mtu = dev.mtu();
 	ep->max_rdma = dev.max_rdma_size();
 	/* Sizes beyond the device's are clamped by the QP; 0 means the device's. */

@@ -209,6 +209,9 @@ int ep_getopt(fid_t f, int level, int name, void *val, size_t *len)
 	case FI_OPT_EFA_EMULATED_READ: return get_value<bool>(val, len, !dev.rdma_read());
 	case FI_OPT_EFA_EMULATED_WRITE: return get_value<bool>(val, len, !dev.rdma_write());
 	case FI_OPT_EFA_EMULATED_ATOMICS: return get_value<bool>(val, len, true);
+	case FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV:
+		return get_value<bool>(val, len,
+				       ep->enabled ? ep->qp.features().unsolicited_write_recv : ep->use_unsolicited_write_recv);
 	default: return -FI_ENOPROTOOPT;
 	}
 }
@@ -254,6 +257,24 @@ int ep_setopt(fid_t f, int level, int name, const void *val, size_t len)
 		}
 		ep->use_device_rdma = *static_cast<const bool *>(val);
 		return 0;
+	case FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV: {
+		if (len != sizeof(bool))
+			return -FI_EINVAL;
+		const bool v = *static_cast<const bool *>(val);
+		if (ep->enabled || ep->enabling) {
+			EFA_WARN(EpCtrl, "FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV must be set before fi_enable");
+			return -FI_EINVAL;
+		}
+		if (v && !ep->dom->dev->unsolicited_write_recv()) {
+			EFA_WARN(EpCtrl, "FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV true: this device has no unsolicited "
+				 "write receive");
+			return -FI_EOPNOTSUPP;
+		}
+		/* Off, peers write with data through the protocol instead (the handshake says
+		 * the QP lacks it): no unsolicited completion can crowd the receive CQ. */
+		ep->use_unsolicited_write_recv = v;
+		return 0;
+	}
 	case FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES:
 	case FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES:
 		return -FI_EOPNOTSUPP; /* the device orders no data placement */
@@ -346,8 +367,6 @@ int Ep::enable()
 		features |= kFeatRdmaRead;
 	if (dev.rdma_write())
 		features |= kFeatRdmaWrite;
-	if (dev.unsolicited_write_recv())
-		features |= kFeatUnsolicitedWriteRecv;
 
 	const size_t ntx = std::clamp<size_t>(prm.tx_pkt_pool_size, 8, dev.efa().max_sq_wr);
 	const size_t nrx = std::clamp<size_t>(prm.rx_pkt_pool_size, 8, dev.efa().max_rq_wr);
@@ -374,8 +393,9 @@ int Ep::enable()
 	verbs::QpAttr qa;
 	qa.sq_depth = uint32_t(ntx);
 	qa.rq_depth = uint32_t(nrx);
-	qa.unsolicited_write_recv = dev.unsolicited_write_recv();
+	qa.unsolicited_write_recv = use_unsolicited_write_recv;
 	qa.sl = endpoint_sl(info, dom->info);
+	qa.processing_hints = true; /* for device RDMA writes with FI_EFA_WR_HIGH_PPS */
 	qa.qkey = qkey;
 	qa.rnr_retry = rnr_retry;
 	auto q = verbs::Qp::create_srd(dev, dom->pd, scq->vcq, rcq->vcq, qa);
@@ -384,6 +404,10 @@ int Ep::enable()
 		return q.error();
 	}
 	qp = q.take();
+	/* Peers learn what the QP has (the handshake): a write with data to a QP without
+	 * unsolicited write receive would take one of its receive packets. */
+	if (qp.features().unsolicited_write_recv)
+		features |= kFeatUnsolicitedWriteRecv;
 	if (int r = tx_pkts.init(dom->pd, ntx, mtu, Pkt::Kind::Tx); r) {
 		qp = verbs::Qp();
 		undo_slots();
@@ -472,6 +496,7 @@ int ep_open(fid_domain *df, fi_info *info, fid_ep **out, void *context)
 	ep->tx_op_flags = info->tx_attr->op_flags;
 	ep->rx_op_flags = info->rx_attr->op_flags;
 	ep->rnr_retry = 3; /* the device retries a little; the protocol backs off beyond */
+	ep->use_unsolicited_write_recv = d->dev->unsolicited_write_recv() && params().use_unsolicited_write_recv;
 	if (!ep->info->tx_attr->size)
 		ep->info->tx_attr->size = kRdmQueueSize;
 	if (!ep->info->rx_attr->size)

@@ -30,6 +30,7 @@
 #include "rdm/reorder.h"
 
 #include <rdma/fi_atomic.h>
+#include <rdma/fi_ext_efa.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
@@ -244,7 +245,8 @@ inline constexpr uint64_t kCompletionFlags = FI_COMPLETION | FI_INJECT_COMPLETE 
 					     FI_DELIVERY_COMPLETE | FI_MORE | FI_FENCE;
 inline constexpr uint64_t kSendFlags = kCompletionFlags | FI_INJECT | FI_REMOTE_CQ_DATA;
 inline constexpr uint64_t kRecvFlags = FI_COMPLETION | FI_MORE | FI_MULTI_RECV | FI_PEEK | FI_CLAIM | FI_DISCARD;
-inline constexpr uint64_t kRmaFlags = kCompletionFlags | FI_INJECT | FI_REMOTE_CQ_DATA;
+/* FI_EFA_WR_HIGH_PPS: the processing hint, passed on with device RDMA writes. */
+inline constexpr uint64_t kRmaFlags = kCompletionFlags | FI_INJECT | FI_REMOTE_CQ_DATA | FI_EFA_WR_HIGH_PPS;
 inline constexpr uint64_t kAtomicFlags = kCompletionFlags | FI_INJECT;
 
 /* The arguments of every send-like call, once normalised. */

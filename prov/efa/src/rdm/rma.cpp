@@ -68,8 +68,11 @@ void Ep::post_device_rma(TxOp &op, bool write)
 		const uint64_t raddr = op.rma[0].addr + off;
 		const uint32_t rkey = uint32_t(op.rma[0].key);
 		const bool last = off + n == op.len;
+		uint32_t vflags = imm && last ? uint32_t(verbs::kWithImm) : 0u;
+		if (op.flags & FI_EFA_WR_HIGH_PPS)
+			vflags |= verbs::kHighPps;
 		int r = write ? qp.write(reinterpret_cast<uint64_t>(pkt), op.peer->dest, {sge, nsge}, rkey, raddr,
-					 uint32_t(op.data), imm && last ? uint32_t(verbs::kWithImm) : 0u)
+					 uint32_t(op.data), vflags)
 			      : qp.read(reinterpret_cast<uint64_t>(pkt), op.peer->dest, {sge, nsge}, rkey, raddr, 0);
 		if (r) {
 			EFA_WARN(EpData, "posting an RDMA %s failed: %s", write ? "write" : "read", fi_strerror(-r));

@@ -76,6 +76,8 @@ bool fill_api(Api &a, void *v, void *e, std::string *why)
 		  sym(e, "efadv_create_cq", a.efadv_create_cq, false, why) &&
 		  sym(e, "efadv_cq_from_ibv_cq_ex", a.efadv_cq_from_ibv_cq_ex, false, why) &&
 		  sym(e, "efadv_qp_from_ibv_qp_ex", a.efadv_qp_from_ibv_qp_ex, false, why) &&
+		  sym(e, "efadv_get_max_sq_depth", a.efadv_get_max_sq_depth, false, why) &&
+		  sym(e, "efadv_get_max_rq_depth", a.efadv_get_max_rq_depth, false, why) &&
 		  sym(v, "efasim_query_stats", a.efasim_query_stats, false, why);
 	return ok;
 }

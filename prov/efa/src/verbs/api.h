@@ -55,6 +55,9 @@ struct Api {
 				      uint32_t inlen);                    /* optional (EFA_1.2) */
 	efadv_cq *(*efadv_cq_from_ibv_cq_ex)(ibv_cq_ex *cq);             /* optional (EFA_1.2) */
 	efadv_qp *(*efadv_qp_from_ibv_qp_ex)(ibv_qp_ex *qp);             /* optional (processing hints) */
+	/* optional (rdma-core 2026): queue depths for given queue attributes */
+	int (*efadv_get_max_sq_depth)(ibv_context *ctx, efadv_sq_depth_attr *attr, uint32_t inlen);
+	int (*efadv_get_max_rq_depth)(ibv_context *ctx, efadv_rq_depth_attr *attr, uint32_t inlen);
 
 	int (*efasim_query_stats)(ibv_context *ctx, efasim_stats *st, size_t len); /* software device only */
 

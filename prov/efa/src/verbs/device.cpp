@@ -3,6 +3,7 @@
 
 #include "log.h"
 
+#include <atomic>
 #include <climits>
 #include <cerrno>
 #include <cstdio>
@@ -150,6 +151,64 @@ std::vector<std::unique_ptr<Device>> Device::discover(const Api &api, const std:
 	}
 	api.free_device_list(list);
 	return out;
+}
+
+namespace {
+
+uint32_t pow2_floor(uint32_t v)
+{
+	uint32_t r = 1;
+	while (v && r <= v / 2)
+		r <<= 1;
+	return v ? r : 0;
+}
+
+/* Once per process: the depths come from the rule, not from rdma-core. */
+void note_no_depth_query(const Api &api)
+{
+	static std::atomic<bool> said{false};
+	if (!said.exchange(true))
+		EFA_INFO(Core, "%s has no efadv_get_max_sq_depth/efadv_get_max_rq_depth (rdma-core before 2026): "
+			 "queue depths follow max_sq_wr/max_rq_wr, halved for wide send entries",
+			 api.origin.c_str());
+}
+
+} // namespace
+
+uint32_t Device::max_sq_depth(bool inline_write, uint32_t max_inline, uint32_t max_send_sge) const
+{
+	if (api_->efadv_get_max_sq_depth) {
+		efadv_sq_depth_attr a{};
+		a.flags = inline_write ? EFADV_SQ_DEPTH_ATTR_INLINE_WRITE : 0;
+		a.max_send_sge = max_send_sge;
+		a.max_rdma_sge = uint32_t(std::max(attr_.max_sge_rd, 1));
+		a.max_inline_data = max_inline;
+		const int d = api_->efadv_get_max_sq_depth(ctx_, &a, sizeof a);
+		if (d > 0)
+			return std::min<uint32_t>(uint32_t(d), efa_.max_sq_wr);
+		EFA_WARN_ONCE(Core, "%s: efadv_get_max_sq_depth(inline %u%s): %s; sizing by max_sq_wr instead",
+			      name_.c_str(), max_inline, inline_write ? ", inline write" : "", strerror(-d));
+	} else {
+		note_no_depth_query(*api_);
+	}
+	const bool wide = inline_write || max_inline > inline_size();
+	return wide ? efa_.max_sq_wr / 2 : efa_.max_sq_wr;
+}
+
+uint32_t Device::max_rq_depth(uint32_t max_recv_sge) const
+{
+	if (api_->efadv_get_max_rq_depth) {
+		efadv_rq_depth_attr a{};
+		a.max_recv_sge = max_recv_sge;
+		const int d = api_->efadv_get_max_rq_depth(ctx_, &a, sizeof a);
+		if (d > 0)
+			return std::min<uint32_t>(uint32_t(d), efa_.max_rq_wr);
+		EFA_WARN_ONCE(Core, "%s: efadv_get_max_rq_depth(%u SGEs): %s; sizing by max_rq_wr instead", name_.c_str(),
+			      max_recv_sge, strerror(-d));
+	} else {
+		note_no_depth_query(*api_);
+	}
+	return pow2_floor(efa_.max_rq_wr / std::max<uint32_t>(max_recv_sge, 1));
 }
 
 std::string Device::describe() const

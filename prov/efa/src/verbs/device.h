@@ -55,6 +55,18 @@ public:
 	/* Inline bytes with wide work requests; == inline_size() when the device has none. */
 	uint16_t inline_size_ex() const { return efa_.inline_buf_size_ex ? efa_.inline_buf_size_ex : efa_.inline_buf_size; }
 
+	/*
+	 * The deepest send queue the device allows for a QP with these attributes: wide
+	 * entries (inline RDMA write, or inline beyond inline_size()) take more of the
+	 * queue's memory. Asks efadv_get_max_sq_depth when the loaded rdma-core has it;
+	 * without it (rdma-core before 2026, Debian's 44 among them) applies EFA's rule of
+	 * half as many wide entries, and says so once in the log.
+	 */
+	uint32_t max_sq_depth(bool inline_write, uint32_t max_inline, uint32_t max_send_sge) const;
+	/* Likewise for the receive queue (efadv_get_max_rq_depth, else max_rq_wr
+	 * descriptors shared by max_recv_sge per receive). */
+	uint32_t max_rq_depth(uint32_t max_recv_sge) const;
+
 	/* PCI address, when the device sits on a PCI bus (hardware devices). */
 	const PciAddr *pci() const { return has_pci_ ? &pci_ : nullptr; }
 	/* Link speed in bits per second, from the port's active width and speed. */

@@ -14,7 +14,9 @@
  *    `inlen`; where the installed header already has the new members, static_asserts
  *    prove the layouts are identical;
  *  - declares struct efadv_qp, efadv_qp_from_ibv_qp_ex() and
- *    efadv_wr_set_processing_hints() when the installed header lacks them.
+ *    efadv_wr_set_processing_hints() when the installed header lacks them, and the
+ *    queue depth queries (efadv_get_max_sq_depth / efadv_get_max_rq_depth, with their
+ *    structs), which the provider only ever reaches through dlsym.
  *
  * Layouts follow the efadv man pages of current rdma-core (shared/reference/efadv).
  */
@@ -43,6 +45,9 @@ extern "C" {
 #endif
 #if !HAVE_DECL_EFADV_DEVICE_ATTR_CAPS_CQ_WITH_EXT_MEM_DMABUF
 #define EFADV_DEVICE_ATTR_CAPS_CQ_WITH_EXT_MEM_DMABUF (1 << 5)
+#endif
+#if !HAVE_DECL_EFADV_DEVICE_ATTR_CAPS_COMP_CNTR
+#define EFADV_DEVICE_ATTR_CAPS_COMP_CNTR (1 << 6)
 #endif
 
 /* ------------------------------------------------------------ QP creation flags */
@@ -130,6 +135,32 @@ static inline void efadv_wr_set_processing_hints(struct efadv_qp *efadv_qp, uint
 }
 #endif
 
+/* Queue depths as the device allows them for a queue's attributes (rdma-core 2026:
+ * a wide inline size or inline RDMA write needs wide send queue entries, fewer of which
+ * fit). Both return the depth, or a negative errno. */
+#if !HAVE_DECL_EFADV_SQ_DEPTH_ATTR_INLINE_WRITE
+#define EFADV_SQ_DEPTH_ATTR_INLINE_WRITE (1 << 0)
+#endif
+#if !HAVE_DECL_EFADV_GET_MAX_SQ_DEPTH
+struct efadv_sq_depth_attr {
+	uint64_t comp_mask;
+	uint32_t flags;
+	uint32_t max_send_sge;
+	uint32_t max_rdma_sge;
+	uint32_t max_inline_data;
+};
+
+int efadv_get_max_sq_depth(struct ibv_context *ibvctx, struct efadv_sq_depth_attr *attr, uint32_t inlen);
+#endif
+#if !HAVE_DECL_EFADV_GET_MAX_RQ_DEPTH
+struct efadv_rq_depth_attr {
+	uint64_t comp_mask;
+	uint32_t max_recv_sge;
+};
+
+int efadv_get_max_rq_depth(struct ibv_context *ibvctx, struct efadv_rq_depth_attr *attr, uint32_t inlen);
+#endif
+
 /* efadv_wc_is_unsolicited() through the current efadv_cq layout. */
 static inline bool efadv_wc_is_unsolicited_cur(struct efadv_cq *efadv_cq)
 {
@@ -168,6 +199,10 @@ static_assert(offsetof(efadv_cq_cur, wc_is_unsolicited) ==
 #endif
 static_assert(offsetof(efadv_cq_cur, wc_read_sgid) == offsetof(efadv_cq, wc_read_sgid),
 	      "efadv_cq ABI");
+static_assert(sizeof(efadv_sq_depth_attr) == 24 && offsetof(efadv_sq_depth_attr, max_inline_data) == 20,
+	      "efadv_sq_depth_attr ABI");
+static_assert(sizeof(efadv_rq_depth_attr) == 16 && offsetof(efadv_rq_depth_attr, max_recv_sge) == 8,
+	      "efadv_rq_depth_attr ABI");
 #endif /* __cplusplus */
 
 #endif /* EFA_VERBS_EFADV_COMPAT_H */

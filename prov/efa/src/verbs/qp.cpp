@@ -42,81 +42,155 @@ Qp::~Qp()
 		EFA_WARN(EpCtrl, "ibv_destroy_qp: %s", strerror(ret));
 }
 
+namespace {
+
+/* The optional features of an SRD QP, in the order a fallback tries them. */
+enum Feature { kHints, kSl, kInlineWrite, kUnsolicited, kNumFeatures };
+
+const char *feature_name(int f)
+{
+	switch (f) {
+	case kHints: return "processing hints";
+	case kSl: return "the requested service level (using sl 0)";
+	case kInlineWrite: return "inline RDMA write (wide inline)";
+	default: return "unsolicited write receive";
+	}
+}
+
+bool has(const efadv_qp_init_attr_cur &e, int f)
+{
+	switch (f) {
+	case kHints: return e.wr_flags & EFADV_WR_EX_WITH_PROCESSING_HINTS;
+	case kSl: return e.sl != 0;
+	case kInlineWrite: return e.flags & EFADV_QP_FLAGS_INLINE_WRITE;
+	default: return e.flags & EFADV_QP_FLAGS_UNSOLICITED_WRITE_RECV;
+	}
+}
+
+void drop(efadv_qp_init_attr_cur &e, int f)
+{
+	switch (f) {
+	case kHints: e.wr_flags &= ~uint64_t(EFADV_WR_EX_WITH_PROCESSING_HINTS); break;
+	case kSl: e.sl = 0; break;
+	case kInlineWrite: e.flags &= ~uint16_t(EFADV_QP_FLAGS_INLINE_WRITE); break;
+	default: e.flags &= ~uint16_t(EFADV_QP_FLAGS_UNSOLICITED_WRITE_RECV); break;
+	}
+}
+
+} // namespace
+
 Result<Qp> Qp::create_srd(const Device &dev, const Pd &pd, Cq &scq, Cq &rcq, const QpAttr &want)
 {
 	const Api &api = dev.api();
 	const efadv_device_attr_cur &ea = dev.efa();
 
-	ibv_qp_init_attr_ex init{};
-	init.send_cq = scq.base();
-	init.recv_cq = rcq.base();
-	init.cap.max_send_wr = std::min(want.sq_depth, ea.max_sq_wr);
-	init.cap.max_recv_wr = std::min(want.rq_depth, ea.max_rq_wr);
-	init.cap.max_send_sge = ea.max_sq_sge;
-	init.cap.max_recv_sge = ea.max_rq_sge;
-	init.qp_type = IBV_QPT_DRIVER;
-	init.sq_sig_all = 1;
-	init.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-	init.pd = pd.get();
-	init.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+	ibv_qp_init_attr_ex base{};
+	base.send_cq = scq.base();
+	base.recv_cq = rcq.base();
+	base.cap.max_send_sge = ea.max_sq_sge;
+	base.cap.max_recv_sge = ea.max_rq_sge;
+	base.qp_type = IBV_QPT_DRIVER;
+	base.sq_sig_all = 1;
+	base.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	base.pd = pd.get();
+	base.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
 	if (dev.rdma_read())
-		init.send_ops_flags |= IBV_QP_EX_WITH_RDMA_READ;
+		base.send_ops_flags |= IBV_QP_EX_WITH_RDMA_READ;
 	if (dev.rdma_write())
-		init.send_ops_flags |= IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+		base.send_ops_flags |= IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
 
 	/* Ask only for what the device reports. */
 	efadv_qp_init_attr_cur efa{};
 	efa.driver_qp_type = EFADV_QP_DRIVER_TYPE_SRD;
-	uint32_t inline_max = std::min<uint32_t>(want.max_inline, dev.inline_size_ex());
+	const uint32_t inline_max = std::min<uint32_t>(want.max_inline, dev.inline_size_ex());
 	if (want.max_inline > inline_max)
 		EFA_INFO(EpCtrl, "%s: inline size %u exceeds the device's %u", dev.name().c_str(), want.max_inline,
 			 inline_max);
 	if (inline_max > dev.inline_size() && dev.rdma_write())
 		efa.flags |= EFADV_QP_FLAGS_INLINE_WRITE;
-	if (want.unsolicited_write_recv) {
-		if (dev.unsolicited_write_recv() && rcq.unsolicited_enabled())
+	if (want.unsolicited_write_recv || want.require_unsolicited_write_recv) {
+		if (dev.unsolicited_write_recv() && rcq.unsolicited_enabled()) {
 			efa.flags |= EFADV_QP_FLAGS_UNSOLICITED_WRITE_RECV;
-		else
-			EFA_INFO(EpCtrl, "%s: unsolicited write receive not available (%s)", dev.name().c_str(),
-				 dev.unsolicited_write_recv() ? "the receive CQ cannot report it" : "device lacks it");
+		} else {
+			const char *why = dev.unsolicited_write_recv() ? "the receive CQ cannot report it" : "device lacks it";
+			if (want.require_unsolicited_write_recv) {
+				EFA_WARN(EpCtrl, "%s: unsolicited write receive not available (%s), and this endpoint relies "
+					 "on it (a remote write with data would consume one of its receives): ask for "
+					 "FI_RX_CQ_DATA in the mode hints",
+					 dev.name().c_str(), why);
+				return Err{-EOPNOTSUPP};
+			}
+			EFA_INFO(EpCtrl, "%s: unsolicited write receive not available (%s)", dev.name().c_str(), why);
+		}
 	}
 	efa.sl = want.sl;
 	if (want.processing_hints && api.efadv_qp_from_ibv_qp_ex)
 		efa.wr_flags |= EFADV_WR_EX_WITH_PROCESSING_HINTS;
-	init.cap.max_inline_data = inline_max;
+	const bool required[kNumFeatures] = {false, false, false, want.require_unsolicited_write_recv};
 
-	/* Create; on failure drop one optional feature at a time and say so. */
-	ibv_qp *qp = nullptr;
-	for (;;) {
-		ibv_qp_init_attr_ex attempt = init;
+	/* The queues as deep as asked, or as the device allows for these features. */
+	auto sized = [&](const efadv_qp_init_attr_cur &e) {
+		ibv_qp_init_attr_ex a = base;
+		const bool iw = e.flags & EFADV_QP_FLAGS_INLINE_WRITE;
+		a.cap.max_inline_data = iw ? inline_max : std::min<uint32_t>(inline_max, dev.inline_size());
+		a.cap.max_send_wr = std::min(want.sq_depth, dev.max_sq_depth(iw, a.cap.max_inline_data, a.cap.max_send_sge));
+		a.cap.max_recv_wr = std::min(want.rq_depth, dev.max_rq_depth(a.cap.max_recv_sge));
+		return a;
+	};
+	ibv_qp_init_attr_ex init{};
+	auto attempt = [&](const efadv_qp_init_attr_cur &e) -> ibv_qp * {
+		efadv_qp_init_attr_cur copy = e;
+		init = sized(e);
 		errno = 0;
-		qp = api.efadv_create_qp_ex(dev.ctx(), &attempt, reinterpret_cast<efadv_qp_init_attr *>(&efa), sizeof efa);
-		if (qp) {
-			init = attempt;
-			break;
+		return api.efadv_create_qp_ex(dev.ctx(), &init, reinterpret_cast<efadv_qp_init_attr *>(&copy), sizeof copy);
+	};
+
+	ibv_qp *qp = attempt(efa);
+	int err = qp ? 0 : (errno ? errno : EINVAL);
+	if (!qp && (err == EOPNOTSUPP || err == EINVAL)) {
+		/*
+		 * The error may name a feature (the device lacks it, or an older rdma-core does
+		 * not know its field). Find which: drop one optional feature at a time; the
+		 * first whose absence lets creation succeed was refused. Only if no single one
+		 * does, drop every optional feature.
+		 */
+		for (int f = 0; f < kNumFeatures && !qp; f++) {
+			if (!has(efa, f) || required[f])
+				continue;
+			efadv_qp_init_attr_cur without = efa;
+			drop(without, f);
+			if ((qp = attempt(without))) {
+				EFA_INFO(EpCtrl, "%s: QP creation refused %s (%s); the QP goes without it", dev.name().c_str(),
+					 feature_name(f), strerror(err));
+				efa = without;
+			}
 		}
-		const int err = errno ? errno : EINVAL;
-		const char *dropped = nullptr;
-		if (efa.wr_flags & EFADV_WR_EX_WITH_PROCESSING_HINTS) {
-			efa.wr_flags &= ~uint64_t(EFADV_WR_EX_WITH_PROCESSING_HINTS);
-			dropped = "processing hints";
-		} else if (efa.sl) {
-			efa.sl = 0;
-			dropped = "the requested service level (using sl 0)";
-		} else if (efa.flags & EFADV_QP_FLAGS_UNSOLICITED_WRITE_RECV) {
-			efa.flags &= ~uint16_t(EFADV_QP_FLAGS_UNSOLICITED_WRITE_RECV);
-			dropped = "unsolicited write receive";
-		} else if (efa.flags & EFADV_QP_FLAGS_INLINE_WRITE) {
-			efa.flags &= ~uint16_t(EFADV_QP_FLAGS_INLINE_WRITE);
-			init.cap.max_inline_data = inline_max = dev.inline_size();
-			dropped = "inline RDMA write (wide inline)";
+		if (!qp) {
+			efadv_qp_init_attr_cur without = efa;
+			std::string dropped;
+			for (int f = 0; f < kNumFeatures; f++)
+				if (has(efa, f) && !required[f]) {
+					drop(without, f);
+					dropped += std::string(dropped.empty() ? "" : ", ") + feature_name(f);
+				}
+			if (!dropped.empty() && (qp = attempt(without))) {
+				EFA_INFO(EpCtrl, "%s: QP creation refused %s together (%s); the QP goes without them",
+					 dev.name().c_str(), dropped.c_str(), strerror(err));
+				efa = without;
+			}
 		}
-		if (!dropped) {
-			EFA_WARN(EpCtrl, "%s: efadv_create_qp_ex failed: %s", dev.name().c_str(), strerror(err));
-			return Err{-err};
-		}
-		EFA_INFO(EpCtrl, "%s: QP creation refused %s (%s); retrying without it", dev.name().c_str(), dropped,
-			 strerror(err));
+	}
+	if (!qp) {
+		if (want.require_unsolicited_write_recv && has(efa, kUnsolicited))
+			EFA_WARN(EpCtrl, "%s: efadv_create_qp_ex failed: %s; this endpoint relies on unsolicited write "
+				 "receive (a remote write with data must not consume one of its receives): ask for "
+				 "FI_RX_CQ_DATA in the mode hints if the device refuses it",
+				 dev.name().c_str(), strerror(err));
+		else
+			EFA_WARN(EpCtrl, "%s: efadv_create_qp_ex failed: %s (send queue %u, receive queue %u, inline %u)",
+				 dev.name().c_str(), strerror(err), init.cap.max_send_wr, init.cap.max_recv_wr,
+				 init.cap.max_inline_data);
+		return Err{-err};
 	}
 
 	Qp q;
@@ -209,10 +283,12 @@ void Qp::begin(uint64_t wr_id)
 	qpx_->wr_flags = IBV_SEND_SIGNALED;
 }
 
-int Qp::end(const Dest &to, uint32_t flags)
+int Qp::end(const Dest &to, uint32_t flags, bool hints_apply)
 {
 	ibv_wr_set_ud_addr(qpx_, to.ah, to.qpn, to.qkey);
-	if ((flags & kHighPps) && dvqp_)
+	/* The burst hint is for RDMA writes, the only operation upstream hints; elsewhere the
+	 * flag is ignored. */
+	if (hints_apply && (flags & kHighPps) && dvqp_)
 		efadv_wr_set_processing_hints(dvqp_, EFADV_WR_PROCESSING_HINT_BURST_PPS_SENSITIVE);
 	if (flags & kMore)
 		return 0;
@@ -258,7 +334,7 @@ int Qp::write(uint64_t wr_id, const Dest &to, std::span<const ibv_sge> sge, uint
 	else
 		ibv_wr_rdma_write(qpx_, rkey, raddr);
 	ibv_wr_set_sge_list(qpx_, sge.size(), sge.data());
-	return end(to, flags);
+	return end(to, flags, true);
 }
 
 int Qp::write_inline(uint64_t wr_id, const Dest &to, std::span<const ibv_data_buf> data, uint32_t rkey,
@@ -270,7 +346,7 @@ int Qp::write_inline(uint64_t wr_id, const Dest &to, std::span<const ibv_data_bu
 	else
 		ibv_wr_rdma_write(qpx_, rkey, raddr);
 	ibv_wr_set_inline_data_list(qpx_, data.size(), data.data());
-	return end(to, flags);
+	return end(to, flags, true);
 }
 
 int Qp::read(uint64_t wr_id, const Dest &to, std::span<const ibv_sge> sge, uint32_t rkey, uint64_t raddr,

@@ -4,9 +4,12 @@
  *
  * create_srd() asks efadv_create_qp_ex for the features the caller wants *and* the device
  * reports (unsolicited write receive, inline RDMA write, service level, processing
- * hints). When creation fails with a feature on, it retries without it (processing
- * hints, then sl, then unsolicited write receive, then inline write), logs which feature
- * was refused, and records what is actually on. Then it walks the QP to RTS.
+ * hints), with queues sized as the device allows for them (Device::max_sq_depth /
+ * max_rq_depth). Creation falls back only when the error can name a feature (EOPNOTSUPP:
+ * the device lacks one; EINVAL: an older rdma-core does not know a field), and only by
+ * the feature whose removal makes creation succeed, tried one at a time; a feature the
+ * caller requires (QpAttr::require_*) is never dropped: creation fails with a log line
+ * that says what to do. What is actually on is recorded. Then it walks the QP to RTS.
  *
  * Posting uses the ibv_qp_ex work-request API. A post with kMore leaves the batch open
  * (ibv_wr_complete is deferred: FI_MORE); the next post without it, or flush(), rings
@@ -27,6 +30,9 @@ struct QpAttr {
 	uint32_t rq_depth = 256;
 	uint32_t max_inline = 0; /* > device inline_size() asks for wide inline + INLINE_WRITE */
 	bool unsolicited_write_recv = false;
+	/* The endpoint's mode relies on it (efa-direct without FI_RX_CQ_DATA: a remote write
+	 * with data must not consume an application's receive): fail rather than drop it. */
+	bool require_unsolicited_write_recv = false;
 	uint8_t sl = 0;
 	bool processing_hints = false;
 	uint32_t qkey = 0;
@@ -53,7 +59,7 @@ struct Dest {
 
 enum PostFlags : uint32_t {
 	kMore = 1u << 0,     /* more work requests follow: do not ring the doorbell yet */
-	kHighPps = 1u << 1,  /* processing hint: bursty, packet-rate sensitive */
+	kHighPps = 1u << 1,  /* processing hint: bursty, packet-rate sensitive (RDMA writes only, as upstream) */
 	kWithImm = 1u << 2,  /* carry immediate data */
 };
 
@@ -91,7 +97,7 @@ public:
 
 private:
 	void begin(uint64_t wr_id);
-	int end(const Dest &to, uint32_t flags);
+	int end(const Dest &to, uint32_t flags, bool hints_apply = false);
 	int to_rts(uint8_t rnr_retry);
 
 	const Api *api_ = nullptr;
