@@ -54,6 +54,7 @@ struct Opts {
 	std::string domain;		/* -d (selects among returned infos) */
 	std::string label;		/* -L: first CSV column */
 	bool tagged = false;		/* -m tagged */
+	bool dgram = false;		/* -e dgram: FI_EP_DGRAM (message tests only) */
 	bool quick = false;		/* --quick */
 	bool csv = false;		/* --csv */
 	uint64_t iters = 0;		/* -I: fixed iteration count; 0 = time-calibrated */
@@ -146,6 +147,10 @@ public:
 
 	std::string describe() const;
 	size_t inject_size = 0, max_msg_size = 0, tx_size = 0, rx_size = 0;
+	/* FI_MSG_PREFIX (DGRAM): bytes the provider owns in front of every message buffer.
+	 * post_send/post_recv take the payload and hand the provider the prefix in front of
+	 * it; receive completions report the payload's length. */
+	size_t prefix = 0;
 	uint64_t mr_mode = 0, msg_order = 0;
 	bool has_rma = false;
 
@@ -183,13 +188,14 @@ private:
 struct Bufs {
 	Region msg, rma;
 	size_t slot = 0;	/* bytes per receive slot */
+	size_t gap = 0;		/* room for the message prefix before every buffer (DGRAM) */
 	uint32_t rx_slots = 0;
 	static constexpr size_t ctl_len = 8;
 	static constexpr uint32_t ctl_slots = 8;
-	char *tx() const { return msg.buf; }
-	char *rx(uint32_t i) const { return msg.buf + slot * (1 + i); }
-	char *ctl_tx() const { return msg.buf + slot * (1 + rx_slots); }
-	char *ctl_rx(uint32_t i) const { return ctl_tx() + 64 * (1 + i); }
+	char *tx() const { return msg.buf + gap; }
+	char *rx(uint32_t i) const { return msg.buf + (slot + gap) * (1 + i) + gap; }
+	char *ctl_tx() const { return msg.buf + (slot + gap) * (1 + rx_slots) + gap; }
+	char *ctl_rx(uint32_t i) const { return ctl_tx() + (64 + gap) * (1 + i); }
 	void alloc(Fabric &f, size_t max_msg, uint32_t window, size_t max_rma);
 };
 

@@ -137,9 +137,11 @@ void verify(const char *p, size_t n, uint32_t salt, const char *what)
 void Bufs::alloc(Fabric &f, size_t max_msg, uint32_t window, size_t max_rma)
 {
 	slot = std::max<size_t>(64, (max_msg + 63) / 64 * 64);
+	gap = (f.prefix + 63) / 64 * 64;
 	rx_slots = 2 * window;
-	/* tx | rx slots | ctl tx (64) | ctl rx slots (64 each) */
-	msg = f.reg(slot * (1 + rx_slots) + 64 * (1 + ctl_slots), false);
+	/* tx | rx slots | ctl tx (64) | ctl rx slots (64 each), each after a gap for the
+	 * message prefix (none without FI_MSG_PREFIX) */
+	msg = f.reg((slot + gap) * (1 + rx_slots) + (64 + gap) * (1 + ctl_slots), false);
 	if (max_rma)
 		rma = f.reg(max_rma, true);
 }

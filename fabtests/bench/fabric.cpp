@@ -74,9 +74,9 @@ void Fabric::open()
 	fi_info *hints = fi_allocinfo();
 	if (!hints)
 		throw Error("fi_allocinfo failed");
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = (o_.tagged ? FI_TAGGED : FI_MSG) | rma_caps;
-	hints->mode = FI_CONTEXT | FI_CONTEXT2;
+	hints->ep_attr->type = o_.dgram ? FI_EP_DGRAM : FI_EP_RDM;
+	hints->caps = (o_.tagged ? FI_TAGGED : FI_MSG) | (o_.dgram ? 0 : rma_caps);
+	hints->mode = FI_CONTEXT | FI_CONTEXT2 | (o_.dgram ? FI_MSG_PREFIX : 0);
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
 				      FI_MR_VIRT_ADDR | FI_MR_ENDPOINT;
 	hints->domain_attr->threading = FI_THREAD_DOMAIN;
@@ -97,7 +97,7 @@ void Fabric::open()
 	std::string what = "no " + (o_.fabric.empty() ? std::string() : o_.fabric + " ") +
 			   "info from provider " + o_.prov +
 			   (o_.domain.empty() ? "" : " on domain " + o_.domain) +
-			   (o_.tagged ? " with FI_TAGGED" : "");
+			   (o_.tagged ? " with FI_TAGGED" : "") + (o_.dgram ? " for FI_EP_DGRAM" : "");
 	if (ret == -FI_ENODATA)
 		throw Error(what, true);
 	if (ret)
@@ -118,6 +118,8 @@ void Fabric::open()
 	rx_size = info_->rx_attr->size;
 	mr_mode = info_->domain_attr->mr_mode;
 	msg_order = info_->tx_attr->msg_order;
+	if ((info_->mode | info_->tx_attr->mode) & FI_MSG_PREFIX)
+		prefix = info_->ep_attr->msg_prefix_size;
 
 	if ((ret = fi_fabric(info_->fabric_attr, &fabric_, nullptr)))
 		fail_fi("fi_fabric", ret);
@@ -159,7 +161,8 @@ std::string Fabric::describe() const
 			", inject " + std::to_string(inject_size) + ", max_msg " +
 			std::to_string(max_msg_size) + ", tx/rx size " + std::to_string(tx_size) +
 			"/" + std::to_string(rx_size) + ", mr_mode " + mr_mode_str(mr_mode) +
-			", ordered sends " + ((msg_order & FI_ORDER_SAS) ? "yes" : "no");
+			", ordered sends " + ((msg_order & FI_ORDER_SAS) ? "yes" : "no") +
+			(o_.dgram ? ", FI_EP_DGRAM, prefix " + std::to_string(prefix) : "");
 	return s;
 }
 
@@ -234,8 +237,10 @@ void Fabric::progress_pending()
 		watchdog_idle();
 }
 
-void Fabric::post_recv(void *buf, size_t len, void *desc, Kind k, uint32_t slot)
+void Fabric::post_recv(void *payload, size_t plen, void *desc, Kind k, uint32_t slot)
 {
+	void *buf = static_cast<char *>(payload) - prefix;
+	const size_t len = plen + prefix;
 	Op *op = get_op(k, slot);
 	last_progress_ = Clock::now();
 	for (;;) {
@@ -250,11 +255,13 @@ void Fabric::post_recv(void *buf, size_t len, void *desc, Kind k, uint32_t slot)
 	}
 }
 
-bool Fabric::post_send(const void *buf, size_t len, void *desc, Kind k, uint32_t slot)
+bool Fabric::post_send(const void *payload, size_t plen, void *desc, Kind k, uint32_t slot)
 {
+	const void *buf = static_cast<const char *>(payload) - prefix;
+	const size_t len = plen + prefix;
 	const uint64_t tag = k == TxCtl ? ctl_tag : data_tag;
 	last_progress_ = Clock::now();	/* the stall clock runs from the last post or completion */
-	if (len <= inject_size) {
+	if (plen <= inject_size) {
 		for (;;) {
 			ssize_t ret = o_.tagged ? fi_tinject(ep_, buf, len, peer_, tag)
 						: fi_inject(ep_, buf, len, peer_);
@@ -337,7 +344,9 @@ int Fabric::read_cq(Completion *out, int max)
 		Op *op = static_cast<Op *>(e[i].op_context);
 		if (!op)
 			throw Error("completion without a context");
-		out[i] = Completion{op->kind, op->slot, e[i].len};
+		/* A receive's length counts the message prefix. */
+		const bool rx = op->kind == RxData || op->kind == RxCtl;
+		out[i] = Completion{op->kind, op->slot, rx && e[i].len >= prefix ? e[i].len - prefix : e[i].len};
 		free_ops_.push_back(op);
 	}
 	if (n > 0) {

@@ -40,6 +40,7 @@ void usage(FILE *out)
 		"  -F FABRIC      fabric name (e.g. efa-direct, efa)\n"
 		"  -d DOMAIN      domain name (e.g. lo)\n"
 		"  -m msg|tagged  message interface (default msg)\n"
+		"  -e rdm|dgram   endpoint type (default rdm; dgram: FI_EP_DGRAM, message tests)\n"
 		"  -L LABEL       name in the output (default: fabric name, else provider)\n"
 		"  -t TESTS       comma list of lat,bw,rate,write,read,rma (default all)\n"
 		"  -I N           fixed iterations per measurement (RMA: N*64KiB/size, at least 2);\n"
@@ -67,7 +68,7 @@ Opts parse(int argc, char **argv)
 		{"yield", required_argument, nullptr, OptYield},
 		{"help", no_argument, nullptr, 'h'}, {nullptr, 0, nullptr, 0}};
 	int c;
-	while ((c = getopt_long(argc, argv, "p:F:d:m:L:t:I:T:R:w:W:S:h", longopts, nullptr)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:F:d:m:e:L:t:I:T:R:w:W:S:h", longopts, nullptr)) != -1) {
 		switch (c) {
 		case 'p': o.prov = optarg; break;
 		case 'F': o.fabric = optarg; break;
@@ -78,6 +79,13 @@ Opts parse(int argc, char **argv)
 				std::exit(2);
 			}
 			o.tagged = !std::strcmp(optarg, "tagged");
+			break;
+		case 'e':
+			if (std::strcmp(optarg, "rdm") && std::strcmp(optarg, "dgram")) {
+				usage(stderr);
+				std::exit(2);
+			}
+			o.dgram = !std::strcmp(optarg, "dgram");
 			break;
 		case 'L': o.label = optarg; break;
 		case 't': o.tests = optarg; break;
@@ -97,14 +105,15 @@ Opts parse(int argc, char **argv)
 		}
 	}
 	if (o.prov.empty() || optind != argc || !o.window || !o.rma_window || !o.max_msg ||
-	    !o.reps) {
+	    !o.reps || (o.dgram && o.tagged)) {
 		usage(stderr);
 		std::exit(2);
 	}
 	if (o.target_s <= 0)
 		o.target_s = o.quick ? 0.1 : 0.5;
 	if (o.label.empty())
-		o.label = (o.fabric.empty() ? o.prov : o.fabric) + (o.tagged ? "/tagged" : "");
+		o.label = (o.fabric.empty() ? o.prov : o.fabric) + (o.tagged ? "/tagged" : "") +
+			  (o.dgram ? "/dgram" : "");
 	return o;
 }
 

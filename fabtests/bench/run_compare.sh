@@ -7,10 +7,14 @@
 # size and the ratio "ours / other". A provider that is unavailable or fails is shown as
 # n/a with the reason; the script itself only fails when the benchmark is missing.
 #
-#   run_compare.sh [--quick] [--top DIR] [--bench PATH] [--efa-fabric LIST]
+#   run_compare.sh [--quick] [--dgram] [--top DIR] [--bench PATH] [--efa-fabric LIST]
 #                  [--rounds N] [--timeout SEC] [--csv FILE] [-- fi_efa_bench args...]
 #
 #   --quick           fewer sizes, shorter runs (about a minute or two in all)
+#   --dgram           FI_EP_DGRAM instead: our DGRAM endpoint (fabric efa) against
+#                     libfabric's udp provider (udp;ofi_rxd is RDM), message tests only,
+#                     with a window of 16 sends (-w 16: the stream assumes no loss, and
+#                     more would overflow udp's default socket buffer)
 #   --top DIR         the build tree (default: the repository root); efa is loaded from
 #                     DIR/.libs (FI_PROVIDER_PATH) with FI_EFA_SIM=1 and
 #                     FI_EFA_SIM_PATH=DIR/.libs/libefasim.so
@@ -30,7 +34,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 bench=
 quick=
-efa_fabrics=efa-direct
+efa_fabrics=
+dgram=
 rounds=1
 limit=
 csv_out=
@@ -44,6 +49,7 @@ usage() {
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=--quick ;;
+	--dgram) dgram=1 ;;
 	--top) top=$(cd "$2" && pwd) || exit 2; shift ;;
 	--bench) bench=$2; shift ;;
 	--efa-fabric) efa_fabrics=$2; shift ;;
@@ -58,6 +64,9 @@ while [ $# -gt 0 ]; do
 	shift
 done
 [ -n "$bench" ] || bench=$top/fabtests/bench/fi_efa_bench
+# DGRAM endpoints are listed under fabric efa (as upstream).
+[ -n "$efa_fabrics" ] || { [ -n "$dgram" ] && efa_fabrics=efa || efa_fabrics=efa-direct; }
+[ -z "$dgram" ] || set -- -e dgram -w 16 "$@"
 [ -n "$limit" ] || { [ -n "$quick" ] && limit=300 || limit=900; }
 if [ ! -x "$bench" ]; then
 	echo "run_compare.sh: $bench not found; build it: make fabtests/bench/fi_efa_bench" >&2
@@ -76,7 +85,11 @@ specs=
 for f in $(echo "$efa_fabrics" | tr ',' ' '); do
 	specs="$specs efa:$f"
 done
-specs="$specs std:tcp;ofi_rxm std:udp;ofi_rxd std:shm"
+if [ -n "$dgram" ]; then
+	specs="$specs std:udp"
+else
+	specs="$specs std:tcp;ofi_rxm std:udp;ofi_rxd std:shm"
+fi
 
 # run_one KIND NAME OUT [extra args]: writes OUT.csv, OUT.err, OUT.rc
 run_one() {
@@ -133,12 +146,13 @@ done
 # ------------------------------------------------------------------ the report
 labels=
 i=0
-echo "## fi_efa_bench: ${efa_fabrics%%,*} against the stock providers"
+echo "## fi_efa_bench: ${efa_fabrics%%,*}${dgram:+ (FI_EP_DGRAM)} against the stock providers"
 echo
 echo "$(uname -n), $(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?') CPUs, $(date -u '+%Y-%m-%d %H:%M UTC')," \
 	"${quick:+--quick, }$rounds round(s), $(($(date +%s) - start)) s, load average before: ${load:-?};" \
 	"libfabric $(fi_info --version 2>/dev/null | sed -n 's/^libfabric: //p')"
 echo
+[ -z "$dgram" ] || { echo "FI_EP_DGRAM: every run with -w 16 (the stream and message-rate windows below)."; echo; }
 echo "| provider | status | endpoint |"
 echo "|---|---|---|"
 for s in $specs; do

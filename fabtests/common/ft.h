@@ -45,6 +45,7 @@ struct Options {
 	bool verbose = false;		/* -v */
 	fi_av_type av_type = FI_AV_TABLE; /* -A table|map */
 	int timeout_s = 30;		/* -T: bound of every wait */
+	fi_ep_type ep_type = FI_EP_RDM; /* set by a program before its Fabric (ft_dgram) */
 };
 
 extern Options opts;

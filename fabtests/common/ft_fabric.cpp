@@ -15,7 +15,9 @@ InfoPtr make_hints(uint64_t caps)
 		FT_FAIL("fi_allocinfo failed");
 	hints->caps = caps;
 	hints->mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
-	hints->ep_attr->type = FI_EP_RDM;
+	hints->ep_attr->type = opts.ep_type;
+	if (opts.ep_type == FI_EP_DGRAM)
+		hints->mode |= FI_MSG_PREFIX; /* the test leaves msg_prefix_size bytes in front */
 	hints->domain_attr->mr_mode =
 		FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
 	/* threading and progress stay unspecified: the provider chooses. */
@@ -72,11 +74,11 @@ Fabric::Fabric(uint64_t caps, uint64_t optional)
 	if (!getinfo(want)) {
 		/* Is it the caps, or is there no such provider at all? */
 		if (getinfo(0))
-			skip("%s does not advertise %s with FI_EP_RDM", selection().c_str(),
-			     caps_str(caps).c_str());
-		FT_FAIL("fi_getinfo found no FI_EP_RDM endpoint for %s with the tests' modes "
+			skip("%s does not advertise %s with %s", selection().c_str(),
+			     caps_str(caps).c_str(), fi_tostr(&opts.ep_type, FI_TYPE_EP_TYPE));
+		FT_FAIL("fi_getinfo found no %s endpoint for %s with the tests' modes "
 			"(FI_CONTEXT2, mr_mode LOCAL|ALLOCATED|PROV_KEY|VIRT_ADDR)",
-			selection().c_str());
+			fi_tostr(&opts.ep_type, FI_TYPE_EP_TYPE), selection().c_str());
 	}
 	for (uint64_t bit = 1; bit; bit <<= 1)
 		if ((optional & bit) && getinfo(want | bit))

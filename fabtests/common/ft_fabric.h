@@ -4,7 +4,8 @@
  * opens. The hints are those an efa-direct application gives: FI_EP_RDM, FI_CONTEXT and
  * FI_CONTEXT2 (every operation gets a struct fi_context2), FI_RX_CQ_DATA, and mr_mode
  * LOCAL | ALLOCATED | PROV_KEY | VIRT_ADDR (never FI_MR_ENDPOINT), so the tests run on
- * any provider that accepts a subset of those modes.
+ * any provider that accepts a subset of those modes. A program that sets
+ * opts.ep_type = FI_EP_DGRAM asks for datagram endpoints and accepts FI_MSG_PREFIX too.
  */
 #pragma once
 
@@ -76,6 +77,11 @@ public:
 	size_t tx_iov_limit() const { return info_->tx_attr->iov_limit; }
 	size_t rx_iov_limit() const { return info_->rx_attr->iov_limit; }
 	size_t cq_data_size() const { return info_->domain_attr->cq_data_size; }
+	/* Bytes every send and receive buffer starts with under FI_MSG_PREFIX, else 0. */
+	size_t msg_prefix() const
+	{
+		return ((info_->mode | info_->tx_attr->mode) & FI_MSG_PREFIX) ? info_->ep_attr->msg_prefix_size : 0;
+	}
 	/* Remote CQ data value fitting cq_data_size bytes. */
 	uint64_t cq_data(uint64_t v) const;
 	/* Access flags a local buffer is registered with, from the caps. */

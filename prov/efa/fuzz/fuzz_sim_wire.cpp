@@ -5,7 +5,7 @@
  * then check_body() with the device's default limits, then, for a READ_RESP,
  * read_resp_fits() against a read whose length and outstanding bytes the input chooses.
  * What passes is used the way the runtime uses it: the payload is copied to where a
- * SEND, WRITE or READ_RESP puts it, into a buffer of exactly the target's size.
+ * SEND, UD_SEND, WRITE or READ_RESP puts it, into a buffer of exactly the target's size.
  */
 #include "fuzz.h"
 
@@ -63,6 +63,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		const auto *b = reinterpret_cast<const SendBody *>(pk.body);
 		FUZZ_CHECK(b->msg_len == pk.payload_len && pk.payload_len <= kMtu);
 		place(pk, 0, b->msg_len); /* the receive buffer holds at least msg_len */
+		break;
+	}
+	case PKT_UD_SEND: {
+		const auto *b = reinterpret_cast<const SendBody *>(pk.body);
+		FUZZ_CHECK(b->msg_len == pk.payload_len && pk.payload_len <= kMtu);
+		place(pk, 40, 40 + uint64_t(b->msg_len)); /* after the GRH a UD receive starts with */
 		break;
 	}
 	case PKT_WRITE: {

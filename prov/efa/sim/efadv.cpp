@@ -112,6 +112,8 @@ EFASIM_EXPORT ibv_qp *efadv_create_driver_qp(ibv_pd *pd, ibv_qp_init_attr *attr,
 		errno = EOPNOTSUPP;
 		return nullptr;
 	}
+	/* As rdma-core: the QP type must be IBV_QPT_DRIVER (a UD QP comes from ibv_create_qp),
+	 * and the driver type SRD. */
 	if (attr->qp_type != IBV_QPT_DRIVER) {
 		errno = EINVAL;
 		return nullptr;

@@ -47,6 +47,10 @@ struct efasim_stats {
 	uint64_t cq_overruns;      /* completions beyond a CQ's size (kept, not lost) */
 	uint64_t engine_wakeups;   /* wake-ups of the device's engine thread */
 	uint64_t poll_drains;      /* socket drains done by a polling application thread */
+	uint64_t ud_sent;          /* UD datagrams sent (lost ones included) */
+	uint64_t ud_received;      /* UD datagrams that consumed a posted receive */
+	uint64_t ud_no_recv;       /* UD datagrams dropped: no receive posted */
+	uint64_t ud_dropped;       /* UD datagrams dropped: QP not ready, or a QP of the other type */
 };
 
 /*

@@ -244,6 +244,14 @@ void commit(Runtime *rt, Qp *qp, const WrDesc &d)
 		for (unsigned i = 0; i < d.nsge && status == EFA_OK; i++)
 			if (!sge_valid(rt, qp->pd, d.sge[i], d.op == OP_READ ? IBV_ACCESS_LOCAL_WRITE : 0))
 				status = EFA_LOCAL_INVALID_LKEY;
+	if (qp->ud) {
+		/* Unreliable datagram: on the wire at once, complete at once (ud.cpp). */
+		if (status == EFA_OK)
+			ud_transmit(rt, qp, op, d.ah->gid, d.rqpn);
+		op.status = status;
+		rt->complete_send(&op);
+		return;
+	}
 	Peer *p = nullptr;
 	if (status == EFA_OK && !(p = rt->peer_for(qp, d.ah->gid, d.rqpn, true)))
 		status = EFA_LOCAL_INVALID_AH;
@@ -339,6 +347,42 @@ int open_socket(Runtime *rt, uint32_t &qpn_out)
 }
 
 } // namespace
+
+int qp_open_socket(Runtime *rt, uint32_t &qpn_out) { return open_socket(rt, qpn_out); }
+
+/* The work-request batch and the ibv_qp_ex builders (and the efadv_qp hint setter) of
+ * every QP type: an op the QP was not created for fails the batch (EOPNOTSUPP) in
+ * begin(). */
+void qp_set_wr_ops(Qp *qp)
+{
+	if (!qp->batch)
+		qp->batch = new std::vector<WrDesc>();
+	ibv_qp_ex &x = qp->qpx;
+	x.comp_mask = 0;
+	x.wr_atomic_cmp_swp = [](ibv_qp_ex *q, uint32_t, uint64_t, uint64_t, uint64_t) { wr_unsupported(qp_of(q)); };
+	x.wr_atomic_fetch_add = [](ibv_qp_ex *q, uint32_t, uint64_t, uint64_t) { wr_unsupported(qp_of(q)); };
+	x.wr_bind_mw = [](ibv_qp_ex *q, ibv_mw *, uint32_t, const ibv_mw_bind_info *) { wr_unsupported(qp_of(q)); };
+	x.wr_local_inv = [](ibv_qp_ex *q, uint32_t) { wr_unsupported(qp_of(q)); };
+	x.wr_rdma_read = wr_rdma_read;
+	x.wr_rdma_write = wr_rdma_write;
+	x.wr_rdma_write_imm = wr_rdma_write_imm;
+	x.wr_send = wr_send;
+	x.wr_send_imm = wr_send_imm;
+	x.wr_send_inv = [](ibv_qp_ex *q, uint32_t) { wr_unsupported(qp_of(q)); };
+	x.wr_send_tso = [](ibv_qp_ex *q, void *, uint16_t, uint16_t) { wr_unsupported(qp_of(q)); };
+	x.wr_set_ud_addr = wr_set_ud_addr;
+	x.wr_set_xrc_srqn = [](ibv_qp_ex *q, uint32_t) { wr_unsupported(qp_of(q)); };
+	x.wr_set_inline_data = wr_set_inline_data;
+	x.wr_set_inline_data_list = wr_set_inline_data_list;
+	x.wr_set_sge = wr_set_sge;
+	x.wr_set_sge_list = wr_set_sge_list;
+	x.wr_start = wr_start;
+	x.wr_complete = wr_complete;
+	x.wr_abort = wr_abort;
+	x.wr_atomic_write = [](ibv_qp_ex *q, uint32_t, uint64_t, const void *) { wr_unsupported(qp_of(q)); };
+	qp->dvqp.comp_mask = 0;
+	qp->dvqp.wr_set_processing_hints = wr_set_processing_hints;
+}
 
 Qp *Qp::from_dv(efadv_qp *q) { return reinterpret_cast<Qp *>(reinterpret_cast<uint8_t *>(q) - offsetof(Qp, dvqp)); }
 
@@ -456,31 +500,7 @@ Qp *create_srd_qp(ibv_context *c, ibv_qp_init_attr_ex *attr, const efadv_qp_init
 	pthread_mutex_init(&b.mutex, nullptr);
 	pthread_cond_init(&b.cond, nullptr);
 
-	ibv_qp_ex &x = qp->qpx;
-	x.comp_mask = 0;
-	x.wr_atomic_cmp_swp = [](ibv_qp_ex *q, uint32_t, uint64_t, uint64_t, uint64_t) { wr_unsupported(qp_of(q)); };
-	x.wr_atomic_fetch_add = [](ibv_qp_ex *q, uint32_t, uint64_t, uint64_t) { wr_unsupported(qp_of(q)); };
-	x.wr_bind_mw = [](ibv_qp_ex *q, ibv_mw *, uint32_t, const ibv_mw_bind_info *) { wr_unsupported(qp_of(q)); };
-	x.wr_local_inv = [](ibv_qp_ex *q, uint32_t) { wr_unsupported(qp_of(q)); };
-	x.wr_rdma_read = wr_rdma_read;
-	x.wr_rdma_write = wr_rdma_write;
-	x.wr_rdma_write_imm = wr_rdma_write_imm;
-	x.wr_send = wr_send;
-	x.wr_send_imm = wr_send_imm;
-	x.wr_send_inv = [](ibv_qp_ex *q, uint32_t) { wr_unsupported(qp_of(q)); };
-	x.wr_send_tso = [](ibv_qp_ex *q, void *, uint16_t, uint16_t) { wr_unsupported(qp_of(q)); };
-	x.wr_set_ud_addr = wr_set_ud_addr;
-	x.wr_set_xrc_srqn = [](ibv_qp_ex *q, uint32_t) { wr_unsupported(qp_of(q)); };
-	x.wr_set_inline_data = wr_set_inline_data;
-	x.wr_set_inline_data_list = wr_set_inline_data_list;
-	x.wr_set_sge = wr_set_sge;
-	x.wr_set_sge_list = wr_set_sge_list;
-	x.wr_start = wr_start;
-	x.wr_complete = wr_complete;
-	x.wr_abort = wr_abort;
-	x.wr_atomic_write = [](ibv_qp_ex *q, uint32_t, uint64_t, const void *) { wr_unsupported(qp_of(q)); };
-	qp->dvqp.comp_mask = 0;
-	qp->dvqp.wr_set_processing_hints = wr_set_processing_hints;
+	qp_set_wr_ops(qp);
 
 	{
 		std::lock_guard<std::mutex> g(rt->lock);
@@ -497,13 +517,15 @@ Qp *create_srd_qp(ibv_context *c, ibv_qp_init_attr_ex *attr, const efadv_qp_init
 
 namespace ops {
 
-ibv_qp *create_qp_ex(ibv_context *, ibv_qp_init_attr_ex *)
+ibv_qp *create_qp_ex(ibv_context *c, ibv_qp_init_attr_ex *attr)
 {
-	/* SRD QPs come from efadv_create_qp_ex(); rdma-core's EFA provider takes only UD
-	 * here and refuses every other type, IBV_QPT_DRIVER included, as unsupported.
-	 * UD is not offered by the software device. */
-	errno = EOPNOTSUPP;
-	return nullptr;
+	/* As rdma-core's efa_create_qp_ex: UD only; SRD QPs come from efadv_create_qp_ex(). */
+	if (!attr || attr->qp_type != IBV_QPT_UD) {
+		errno = EOPNOTSUPP;
+		return nullptr;
+	}
+	Qp *qp = create_ud_qp(c, attr);
+	return qp ? &qp->qpx.qp_base : nullptr;
 }
 
 int post_recv(ibv_qp *q, ibv_recv_wr *wr, ibv_recv_wr **bad)
@@ -597,10 +619,21 @@ EFASIM_EXPORT ibv_qp_ex *ibv_qp_to_qp_ex(ibv_qp *q)
 
 EFASIM_EXPORT ibv_qp *ibv_create_qp(ibv_pd *pd, ibv_qp_init_attr *attr)
 {
-	(void)pd;
-	(void)attr;
-	errno = EOPNOTSUPP; /* SRD QPs come from efadv_create_qp_ex(); no UD on the software device */
-	return nullptr;
+	/* As rdma-core's efa_create_qp: UD only (SRD QPs come from efadv_create_qp_ex()),
+	 * without the extended send API. */
+	if (!pd || !attr || attr->qp_type != IBV_QPT_UD) {
+		errno = !pd || !attr ? EINVAL : EOPNOTSUPP;
+		return nullptr;
+	}
+	ibv_qp_init_attr_ex ex{};
+	std::memcpy(&ex, attr, sizeof *attr);
+	ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+	ex.pd = pd;
+	Qp *qp = create_ud_qp(pd->context, &ex);
+	if (!qp)
+		return nullptr;
+	std::memcpy(attr, &ex, sizeof *attr);
+	return &qp->qpx.qp_base;
 }
 
 EFASIM_EXPORT int ibv_modify_qp(ibv_qp *q, ibv_qp_attr *attr, int mask)
@@ -608,6 +641,8 @@ EFASIM_EXPORT int ibv_modify_qp(ibv_qp *q, ibv_qp_attr *attr, int mask)
 	if (!q || !attr)
 		return EINVAL;
 	Qp *qp = Qp::from(q);
+	if (qp->ud)
+		return ud_modify_qp(qp, attr, mask); /* the UD state table (ud.cpp) */
 	Runtime *rt = qp->rt;
 	std::lock_guard<std::mutex> g(rt->lock);
 	const ibv_qp_state cur = qp->state();

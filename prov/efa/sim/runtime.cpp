@@ -53,13 +53,14 @@ void dump_stats(const Runtime *rt)
 		"acks %lu, rnr naks sent/recv %lu/%lu, rnr retries %lu, qkey drops %lu, dups %lu, "
 		"out-of-order %lu, malformed %lu, remote errors %lu, rdma read/write %lu/%lu B, "
 		"unsolicited %lu, hinted wrs %lu, faults drop/dup/delay %lu/%lu/%lu, peer timeouts %lu, "
-		"cq overruns %lu, engine wakeups %lu, poll drains %lu\n",
+		"cq overruns %lu, engine wakeups %lu, poll drains %lu, ud sent/received/no-recv/dropped "
+		"%lu/%lu/%lu/%lu\n",
 		int(getpid()), rt->index, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes,
 		s.retransmits, s.acks_sent, s.rnr_naks_sent, s.rnr_naks_received, s.rnr_retries,
 		s.qkey_drops, s.duplicates, s.out_of_order, s.malformed, s.remote_errors,
 		s.rdma_read_bytes, s.rdma_write_bytes, s.unsolicited_recvs, s.hinted_wrs,
 		s.fault_dropped, s.fault_duplicated, s.fault_delayed, s.peer_timeouts, s.cq_overruns,
-		s.engine_wakeups, s.poll_drains);
+		s.engine_wakeups, s.poll_drains, s.ud_sent, s.ud_received, s.ud_no_recv, s.ud_dropped);
 }
 
 /* Set by an atexit handler registered when the first device opens (so it runs before

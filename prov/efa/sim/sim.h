@@ -440,6 +440,8 @@ struct Qp {
 	uint64_t send_ops;
 	bool has_qp_ex;
 	bool driver_srd;
+	bool ud;              /* an unreliable datagram QP (ud.cpp): no channels, no retransmission */
+	uint32_t ud_path_rr;  /* UD: the path of the next datagram */
 	int sq_sig_all;
 	ibv_qp_cap cap;
 	/* work request building: wr_start .. wr_complete hold send_lock */
@@ -582,6 +584,20 @@ ibv_qp *create_qp_ex(ibv_context *ctx, ibv_qp_init_attr_ex *attr);
 
 /* Validates a local scatter/gather element against the MR table. */
 bool sge_valid(Runtime *rt, Pd *pd, const Sge &s, int need_access);
+
+/* Shared by SRD and UD QPs (qp.cpp): the QP's socket (its QPN), and the ibv_qp_ex
+ * work-request builders. */
+int qp_open_socket(Runtime *rt, uint32_t &qpn_out);
+void qp_set_wr_ops(Qp *qp);
+
+/* Unreliable datagram QPs (ud.cpp). */
+Qp *create_ud_qp(ibv_context *c, ibv_qp_init_attr_ex *attr);
+int ud_modify_qp(Qp *qp, ibv_qp_attr *attr, int mask);
+/* Sends a validated work request as one datagram (Runtime::lock held); it completes at
+ * once, whether or not anybody receives it. */
+void ud_transmit(Runtime *rt, Qp *qp, const SendOp &op, const Gid &dgid, uint32_t rqpn);
+/* A datagram that reached a UD QP, or a UD datagram that reached any QP (lock held). */
+void ud_receive(Runtime *rt, Qp *qp, const Parsed &pk, const Gid &sgid);
 
 } // namespace efasim
 

@@ -713,6 +713,10 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 	}
 	stats.rx_packets++;
 	stats.rx_bytes += len;
+	if (h->type == PKT_UD_SEND || qp->ud) {
+		ud_receive(this, qp, pk, sgid); /* no channel, no acknowledgement (ud.cpp) */
+		return;
+	}
 	const ibv_qp_state st = qp->state();
 	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT)
 		return; /* not yet able to receive: silently dropped, as on hardware */

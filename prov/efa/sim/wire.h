@@ -28,7 +28,8 @@ enum PktType : uint8_t {
 	PKT_WRITE = 4,     /* one segment of an RDMA write (the last may carry an immediate) */
 	PKT_READ_REQ = 5,  /* RDMA read request */
 	PKT_READ_RESP = 6, /* one segment of an RDMA read response */
-	PKT_TYPE_MAX = 7,
+	PKT_UD_SEND = 7,   /* an unreliable datagram (UD QP): no sequence, no acknowledgement */
+	PKT_TYPE_MAX = 8,
 };
 
 enum PktFlags : uint8_t {
@@ -109,7 +110,8 @@ inline constexpr size_t body_size(uint8_t type)
 	switch (type) {
 	case PKT_ACK: return 0;
 	case PKT_NAK: return sizeof(NakBody);
-	case PKT_SEND: return sizeof(SendBody);
+	case PKT_SEND:
+	case PKT_UD_SEND: return sizeof(SendBody);
 	case PKT_WRITE: return sizeof(WriteBody);
 	case PKT_READ_REQ: return sizeof(ReadReqBody);
 	case PKT_READ_RESP: return sizeof(ReadRespBody);
@@ -174,7 +176,8 @@ inline bool check_body(const Parsed &pk, uint32_t mtu, uint32_t segment)
 		std::memcpy(&b, pk.body, sizeof b);
 		return is_remote_status(b.status);
 	}
-	case PKT_SEND: {
+	case PKT_SEND:
+	case PKT_UD_SEND: {
 		SendBody b;
 		std::memcpy(&b, pk.body, sizeof b);
 		return b.msg_len == pk.payload_len && pk.payload_len <= mtu;

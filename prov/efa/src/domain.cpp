@@ -4,6 +4,7 @@
 #include "av.h"
 #include "cntr.h"
 #include "cq.h"
+#include "dgram/ep.h"
 #include "direct/ep.h"
 #include "rdm/ep.h"
 #include "info.h"
@@ -78,7 +79,9 @@ int ep_open_any(fid_domain *df, fi_info *info, fid_ep **ep, void *context)
 	Domain *d = fid_to<Domain>(&df->fid);
 	if (!d)
 		return -FI_EINVAL;
-	return d->rdm ? rdm::ep_open(df, info, ep, context) : direct::ep_open(df, info, ep, context);
+	return d->dgram ? dgram::ep_open(df, info, ep, context)
+	       : d->rdm ? rdm::ep_open(df, info, ep, context)
+			: direct::ep_open(df, info, ep, context);
 }
 
 fi_ops_domain g_domain_ops = [] {
@@ -146,7 +149,8 @@ int domain_open(fid_fabric *f, fi_info *info, fid_domain **out, void *context)
 	std::vector<const verbs::Device *> list;
 	for (const auto &d : devices(true))
 		list.push_back(d.get());
-	const verbs::Device *dev = device_of(info, list);
+	bool dgram = false;
+	const verbs::Device *dev = device_of(info, list, &dgram);
 	if (!dev) {
 		EFA_WARN(Domain, "fi_domain: '%s' is not a domain of the efa provider (use an fi_info from fi_getinfo)",
 			 info->domain_attr->name ? info->domain_attr->name : "(null)");
@@ -175,7 +179,8 @@ int domain_open(fid_fabric *f, fi_info *info, fid_domain **out, void *context)
 	d->mr_mode = info->domain_attr->mr_mode;
 	d->threading = info->domain_attr->threading;
 	d->rx_cq_data = info->mode & FI_RX_CQ_DATA;
-	d->rdm = !fab->direct;
+	d->dgram = dgram;
+	d->rdm = !fab->direct && !dgram;
 	fab->hdr.children++;
 	*out = &d->dom;
 	return 0;

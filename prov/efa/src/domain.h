@@ -30,6 +30,7 @@ struct Domain {
 	fi_threading threading;
 	bool rx_cq_data; /* FI_RX_CQ_DATA mode: remote CQ data consumes posted receives */
 	bool rdm;	 /* a domain of the efa fabric (RDM protocol endpoints) */
+	bool dgram;	 /* a <device>-dgrm domain: FI_EP_DGRAM endpoints over UD QPs */
 
 	/* A shared address handle. */
 	struct AhRef {

@@ -17,7 +17,8 @@ EpBase *ep_base_of(fid_t f)
 	if (!f || f->fclass != FI_CLASS_EP)
 		return nullptr;
 	EpBase *e = reinterpret_cast<EpBase *>(f);
-	return e->hdr.magic == Magic::Ep || e->hdr.magic == Magic::RdmEp ? e : nullptr;
+	return e->hdr.magic == Magic::Ep || e->hdr.magic == Magic::RdmEp || e->hdr.magic == Magic::DgramEp ? e
+													       : nullptr;
 }
 
 uint32_t random_qkey()

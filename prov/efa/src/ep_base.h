@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * What both endpoint kinds (efa-direct and the efa fabric's RDM endpoint) share: the
- * libfabric struct, bindings to an AV, CQs, counters and an EQ with their reference
- * counts, the SRD QP and its address, and the checks of fi_enable.
+ * What the endpoint kinds (efa-direct, the efa fabric's RDM endpoint, FI_EP_DGRAM) share:
+ * the libfabric struct, bindings to an AV, CQs, counters and an EQ with their reference
+ * counts, the QP (SRD, or UD for DGRAM) and its address, and the checks of fi_enable.
  *
  * An endpoint kind derives from EpBase (first, single, non-virtual inheritance: the
  * fid_ep stays at offset 0) and names its own Magic, so fid_to<> tells the kinds apart.

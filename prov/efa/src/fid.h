@@ -38,6 +38,7 @@ enum class Magic : uint64_t {
 	Cntr,
 	Ep,
 	RdmEp,
+	DgramEp,
 	Dead = 0xefadeadefadeadef,
 };
 
@@ -63,7 +64,8 @@ constexpr size_t fclass_of(Magic m)
 	case Magic::Cq: return FI_CLASS_CQ;
 	case Magic::Cntr: return FI_CLASS_CNTR;
 	case Magic::Ep:
-	case Magic::RdmEp: return FI_CLASS_EP;
+	case Magic::RdmEp:
+	case Magic::DgramEp: return FI_CLASS_EP;
 	default: return FI_CLASS_UNSPEC;
 	}
 }

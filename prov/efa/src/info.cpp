@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The efa-direct prototype info of a device, its fid_nic, and fi_getinfo's assembly of
- * the answer (node/service/FI_SOURCE, src/dest addresses, device order). The filter of
- * hints is info_filter.cpp.
+ * The prototype infos of a device (efa-direct, efa, FI_EP_DGRAM), its fid_nic, and
+ * fi_getinfo's assembly of the answer (node/service/FI_SOURCE, src/dest addresses, device
+ * order). The filter of hints is info_filter.cpp.
  */
 #include "info.h"
 
@@ -307,13 +307,56 @@ fi_info *rdm_prototype(const verbs::Device &d)
 	return i;
 }
 
-const verbs::Device *device_of(const fi_info *info, const std::vector<const verbs::Device *> &devs)
+fi_info *dgram_prototype(const verbs::Device &d)
+{
+	fi_info *i = direct_prototype(d);
+	if (!i)
+		return nullptr;
+	/* Sends and receives over a UD QP: no RMA, no tags, one datagram of at most the MTU,
+	 * the GRH of a receive in the application's prefix. */
+	const uint64_t caps = FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+	const uint64_t mode = FI_CONTEXT2 | FI_MSG_PREFIX;
+	i->caps = caps;
+	i->mode = mode;
+
+	fi_tx_attr &tx = *i->tx_attr;
+	tx.caps = caps & kDgramTxCaps;
+	tx.mode = mode;
+	tx.op_flags = FI_TRANSMIT_COMPLETE;
+	tx.inject_size = d.inline_size(); /* UD work requests have no wide inline form */
+	tx.rma_iov_limit = 0;
+
+	fi_rx_attr &rx = *i->rx_attr;
+	rx.caps = caps & kDgramRxCaps;
+	rx.mode = mode;
+
+	fi_ep_attr &ep = *i->ep_attr;
+	ep.type = FI_EP_DGRAM;
+	ep.max_msg_size = d.mtu();
+	ep.msg_prefix_size = kMsgPrefixSize;
+
+	fi_domain_attr &dom = *i->domain_attr;
+	free(dom.name);
+	dom.name = dup(d.name() + "-dgrm");
+
+	free(i->fabric_attr->name);
+	i->fabric_attr->name = strdup(kRdmFabric);
+	return i;
+}
+
+const verbs::Device *device_of(const fi_info *info, const std::vector<const verbs::Device *> &devs, bool *dgram)
 {
 	if (!info || !info->domain_attr || !info->domain_attr->name)
 		return nullptr;
-	for (const verbs::Device *d : devs)
-		if (d->name() + "-rdm" == info->domain_attr->name)
+	for (const verbs::Device *d : devs) {
+		for (bool dg : {false, true}) {
+			if (d->name() + (dg ? "-dgrm" : "-rdm") != info->domain_attr->name)
+				continue;
+			if (dgram)
+				*dgram = dg;
 			return d;
+		}
+	}
 	return nullptr;
 }
 
@@ -366,14 +409,16 @@ int build_infos(uint32_t version, const char *node, const char *service, uint64_
 
 	fi_info *head = nullptr, **tail = &head;
 	const std::vector<size_t> order = order_by_locality(devs);
-	for (int fabric = 0; fabric < 2; fabric++)
+	/* efa-direct, then the efa fabric, then FI_EP_DGRAM (fabric efa, domain -dgrm). */
+	static const char *const kinds[] = {kDirectFabric, kRdmFabric, "efa (FI_EP_DGRAM)"};
+	for (int fabric = 0; fabric < 3; fabric++)
 	for (size_t idx : order) {
 		const verbs::Device &d = *devs[idx];
 		if (want_gid && !gid_matches(d, want_gid)) {
 			EFA_DBG(Core, "%s: not the device of the requested source address", d.name().c_str());
 			continue;
 		}
-		fi_info *proto = fabric == 0 ? direct_prototype(d) : rdm_prototype(d);
+		fi_info *proto = fabric == 0 ? direct_prototype(d) : fabric == 1 ? rdm_prototype(d) : dgram_prototype(d);
 		if (!proto) {
 			fi_freeinfo(head);
 			return -FI_ENOMEM;
@@ -382,8 +427,7 @@ int build_infos(uint32_t version, const char *node, const char *service, uint64_
 		fi_info *info = tailor(proto, hints, version, d.inline_size_ex(), &why);
 		fi_freeinfo(proto);
 		if (!info) {
-			EFA_DBG(Core, "%s on %s: %s", fabric == 0 ? kDirectFabric : kRdmFabric, d.name().c_str(),
-				why.c_str());
+			EFA_DBG(Core, "%s on %s: %s", kinds[fabric], d.name().c_str(), why.c_str());
 			continue;
 		}
 		if (have_dest) {

@@ -4,7 +4,8 @@
  * that tailors them to the application's hints.
  *
  * Order of the list: every efa-direct info (one per device, devices nearest to the
- * calling thread first), then every efa fabric info, as upstream orders them. A hint that cannot be
+ * calling thread first), then every efa fabric info, then every FI_EP_DGRAM info (fabric
+ * efa, domain <device>-dgrm: the device's UD QPs), as upstream orders them. A hint that cannot be
  * met drops the candidate; the reason is logged at debug level (FI_LOG_LEVEL=debug),
  * and when nothing is left fi_getinfo answers -FI_ENODATA.
  */
@@ -45,12 +46,22 @@ inline constexpr uint64_t kRdmMsgOrder = FI_ORDER_SAS | FI_ORDER_ATOMIC_RAR | FI
 inline constexpr uint64_t kTxOpFlags = FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
 				       FI_DELIVERY_COMPLETE | FI_MORE;
 inline constexpr uint64_t kRxOpFlags = FI_COMPLETION | FI_MORE;
+/* FI_EP_DGRAM (dgram/): messages over UD QPs, with the 40-byte prefix (FI_MSG_PREFIX) in
+ * which the device writes the GRH a UD receive starts with. Unreliable: no delivery
+ * complete. */
+inline constexpr uint64_t kDgramTxCaps = FI_MSG | FI_SEND;
+inline constexpr uint64_t kDgramRxCaps = FI_MSG | FI_RECV | FI_SOURCE;
+inline constexpr uint64_t kDgramTxOpFlags = FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
+					    FI_MORE;
+inline constexpr size_t kMsgPrefixSize = 40;
 inline constexpr uint64_t kRdmRxOpFlags = FI_COMPLETION | FI_MORE | FI_MULTI_RECV;
 
 /* The efa-direct info of one device, untailored (free with fi_freeinfo). */
 fi_info *direct_prototype(const verbs::Device &dev);
 /* The efa fabric's info of one device, untailored. */
 fi_info *rdm_prototype(const verbs::Device &dev);
+/* The FI_EP_DGRAM info of one device (fabric efa, domain <device>-dgrm), untailored. */
+fi_info *dgram_prototype(const verbs::Device &dev);
 
 /* Sizes of the efa fabric that getinfo reports and the endpoint honours. */
 struct RdmLimits {
@@ -73,8 +84,10 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 int build_infos(uint32_t version, const char *node, const char *service, uint64_t flags, const fi_info *hints,
 		const std::vector<const verbs::Device *> &devs, fi_info **out);
 
-/* The device an fi_info (from this provider) was built for, by domain name. */
-const verbs::Device *device_of(const fi_info *info, const std::vector<const verbs::Device *> &devs);
+/* The device an fi_info (from this provider) was built for, by domain name (<device>-rdm
+ * or <device>-dgrm; `dgram` says which, when not null). */
+const verbs::Device *device_of(const fi_info *info, const std::vector<const verbs::Device *> &devs,
+			       bool *dgram = nullptr);
 
 } // namespace efa
 

@@ -26,7 +26,9 @@
  * The fabrics differ in what they require and provide: efa-direct exposes the device as
  * it is (FI_CONTEXT2 and FI_MR_LOCAL required, nothing ordered, messages up to the MTU);
  * the efa fabric requires no mode, needs mr_mode bits only for RMA and atomics, orders
- * send-after-send and atomics, and has no size limit.
+ * send-after-send and atomics, and has no size limit. FI_EP_DGRAM infos (fabric efa)
+ * are the device's UD QPs: as efa-direct without RMA, plus FI_MSG_PREFIX, inject up to
+ * the basic inline size, and no FI_DELIVERY_COMPLETE.
  */
 #include "info.h"
 
@@ -117,15 +119,18 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 		}
 		return info;
 	}
-	const bool direct = !strcmp(info->fabric_attr->name, kDirectFabric);
-	const uint64_t tx_mask = direct ? kDirectTxCaps : kRdmTxCaps;
-	const uint64_t rx_mask = direct ? kDirectRxCaps : kRdmRxCaps;
+	/* FI_EP_DGRAM is the device as it is too (over UD QPs), though on fabric efa. */
+	const bool dgram = info->ep_attr->type == FI_EP_DGRAM;
+	const bool direct = dgram || !strcmp(info->fabric_attr->name, kDirectFabric);
+	const uint64_t tx_mask = dgram ? kDgramTxCaps : direct ? kDirectTxCaps : kRdmTxCaps;
+	const uint64_t rx_mask = dgram ? kDgramRxCaps : direct ? kDirectRxCaps : kRdmRxCaps;
 	const char *fabric = info->fabric_attr->name;
 	constexpr uint64_t kRmaCaps = FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 
 	/* ---- endpoint type, address format, names */
 	if (hints->ep_attr && hints->ep_attr->type != FI_EP_UNSPEC && hints->ep_attr->type != info->ep_attr->type)
-		return fail("ep_attr->type %d: only FI_EP_RDM", int(hints->ep_attr->type));
+		return fail("ep_attr->type %d: this candidate is %s", int(hints->ep_attr->type),
+			    dgram ? "FI_EP_DGRAM" : "FI_EP_RDM");
 	if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != info->addr_format)
 		return fail("addr_format %d: only FI_ADDR_EFA", int(hints->addr_format));
 	if (hints->fabric_attr && hints->fabric_attr->name &&
@@ -160,7 +165,10 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 	const uint64_t accepted = hints->mode;
 	if ((prov_mode & FI_CONTEXT2) && !(accepted & FI_CONTEXT2))
 		return fail("mode: FI_CONTEXT2 required (the application must pass a struct fi_context2 per operation)");
-	uint64_t mode = prov_mode & FI_CONTEXT2;
+	if ((prov_mode & FI_MSG_PREFIX) && !(accepted & FI_MSG_PREFIX))
+		return fail("mode: FI_MSG_PREFIX required (leave ep_attr->msg_prefix_size bytes in front of every "
+			    "send and receive buffer)");
+	uint64_t mode = prov_mode & (FI_CONTEXT2 | FI_MSG_PREFIX);
 	if (prov_mode & FI_RX_CQ_DATA) {
 		/* Remote CQ data needs posted receives on this device. */
 		if (accepted & FI_RX_CQ_DATA)
@@ -315,8 +323,12 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 			tx.caps = expand_caps(h->caps, caps) & tx_mask;
 		if ((prov_mode & FI_CONTEXT2) && !(app_modes(h->mode, accepted) & FI_CONTEXT2))
 			return fail("tx_attr->mode lacks FI_CONTEXT2");
-		if (h->op_flags & ~kTxOpFlags)
-			return fail("tx_attr->op_flags %#lx", (unsigned long)(h->op_flags & ~kTxOpFlags));
+		if ((prov_mode & FI_MSG_PREFIX) && !(app_modes(h->mode, accepted) & FI_MSG_PREFIX))
+			return fail("tx_attr->mode lacks FI_MSG_PREFIX");
+		const uint64_t tx_flags = dgram ? kDgramTxOpFlags : kTxOpFlags;
+		if (h->op_flags & ~tx_flags)
+			return fail("tx_attr->op_flags %#lx%s", (unsigned long)(h->op_flags & ~tx_flags),
+				    dgram ? " (FI_EP_DGRAM is unreliable: no delivery complete)" : "");
 		if (h->op_flags)
 			tx.op_flags = h->op_flags;
 		if (h->msg_order & ~tx.msg_order)
@@ -328,8 +340,9 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 			return fail("tx_attr->comp_order %#lx", (unsigned long)h->comp_order);
 		if (h->inject_size) {
 			/* efa-direct: above the basic inline size, wide work requests carry up to
-			 * max_inject. efa: what one eager packet carries. */
-			const size_t most = direct ? std::max(tx.inject_size, max_inject) : tx.inject_size;
+			 * max_inject. efa: what one eager packet carries. DGRAM: UD work requests
+			 * have no wide form. */
+			const size_t most = direct && !dgram ? std::max(tx.inject_size, max_inject) : tx.inject_size;
 			if (h->inject_size > most)
 				return fail("inject_size %zu > %zu", h->inject_size, most);
 			tx.inject_size = h->inject_size;
@@ -362,6 +375,8 @@ fi_info *tailor(const fi_info *proto, const fi_info *hints, uint32_t version, si
 			rx.caps = expand_caps(h->caps, caps) & rx_mask;
 		if ((prov_mode & FI_CONTEXT2) && !(app_modes(h->mode, accepted) & FI_CONTEXT2))
 			return fail("rx_attr->mode lacks FI_CONTEXT2");
+		if ((prov_mode & FI_MSG_PREFIX) && !(app_modes(h->mode, accepted) & FI_MSG_PREFIX))
+			return fail("rx_attr->mode lacks FI_MSG_PREFIX");
 		const uint64_t rx_flags = direct ? kRxOpFlags : kRdmRxOpFlags;
 		if (h->op_flags & ~rx_flags)
 			return fail("rx_attr->op_flags %#lx%s", (unsigned long)(h->op_flags & ~rx_flags),

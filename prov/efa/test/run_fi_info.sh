@@ -42,6 +42,10 @@ expect "fi_info -p efa lists the efa fabric" "fabric: efa$" \
 	env FI_EFA_SIM=1 fi_info -p efa
 expect "the efa fabric offers FI_TAGGED (what mtl ofi asks)" "fabric: efa$" \
 	env FI_EFA_SIM=1 fi_info -p efa -c FI_TAGGED
+expect "fi_info -p efa -t FI_EP_DGRAM lists the -dgrm domain" "domain: efasim0-dgrm" \
+	env FI_EFA_SIM=1 fi_info -p efa -t FI_EP_DGRAM
+expect "the DGRAM endpoint needs the 40-byte message prefix" "msg_prefix_size: 40" \
+	env FI_EFA_SIM=1 fi_info -p efa -t FI_EP_DGRAM -v
 expect "fi_info -e lists FI_EFA_RX_PKT_POOL_SIZE" "FI_EFA_RX_PKT_POOL_SIZE:" fi_info -e
 expect "fi_info -e lists FI_EFA_INTER_MIN_READ_MESSAGE_SIZE" "FI_EFA_INTER_MIN_READ_MESSAGE_SIZE:" fi_info -e
 # fi_strerror (libfabric-bin) names the errors the provider reports.

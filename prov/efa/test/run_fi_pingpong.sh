@@ -1,9 +1,11 @@
 #!/bin/bash
 # libfabric's own fi_pingpong (libfabric-bin) over the efa provider on the software
-# device: client and server on 127.0.0.1, with and without data verification (-c):
-# -m msg (the default) runs on the efa-direct fabric (sizes up to the MTU), -m tagged on
-# the efa fabric (the RDM protocol; fi_pingpong's sizes up to 8 MiB). The client starts when the server listens (the
-# listen_notify shim tells), not after a sleep.
+# device: client and server on 127.0.0.1, with and without data verification (-c).
+# With no -e, fi_pingpong's default endpoint type, FI_EP_DGRAM (UD QPs, FI_MSG_PREFIX,
+# sizes up to the MTU). With -e rdm: -m msg (the default) runs on the efa-direct fabric
+# (sizes up to the MTU), -m tagged on the efa fabric (the RDM protocol; fi_pingpong's
+# sizes up to 8 MiB). The client starts when the server listens (the listen_notify shim
+# tells), not after a sleep.
 set -u
 top="${abs_top_builddir:-$(cd "$(dirname "$0")/../../.." && pwd)}"
 command -v fi_pingpong >/dev/null 2>&1 || { echo "SKIP: fi_pingpong not installed (apt-get install libfabric-bin)"; exit 77; }
@@ -22,7 +24,7 @@ run() { # name, extra options...
 	shift
 	port=$((port + 1))
 	mkfifo "$work/ready.$port"
-	LD_PRELOAD="$shim" LISTEN_NOTIFY_FD=9 timeout -k 5 60 fi_pingpong -p efa -e rdm -B $port "$@" \
+	LD_PRELOAD="$shim" LISTEN_NOTIFY_FD=9 timeout -k 5 60 fi_pingpong -p efa -B $port "$@" \
 		> "$work/srv.$port.log" 2>&1 9> "$work/ready.$port" &
 	srv=$!
 	# One line when the server listens; end of file if it dies first.
@@ -32,7 +34,7 @@ run() { # name, extra options...
 		fail=1
 		return
 	fi
-	out=$(timeout -k 5 60 fi_pingpong -p efa -e rdm -P $port "$@" 127.0.0.1 2>&1)
+	out=$(timeout -k 5 60 fi_pingpong -p efa -P $port "$@" 127.0.0.1 2>&1)
 	crc=$?
 	wait $srv
 	src=$?
@@ -48,10 +50,14 @@ run() { # name, extra options...
 	printf '%s\n' "$out" | grep -E '^(bytes|[0-9])'
 }
 
-run "fi_pingpong -e rdm, all sizes" -I 200 -S all
-run "fi_pingpong -e rdm -c (verified data)" -I 100 -S all -c
-run "fi_pingpong -e rdm, 8 KiB" -I 1000 -S 8192 -c
+# No -e: FI_EP_DGRAM, fi_pingpong's default, as a new user runs it (no other option).
+run "fi_pingpong (no options: FI_EP_DGRAM)"
+run "fi_pingpong FI_EP_DGRAM, all sizes (inject below 32 bytes)" -I 200 -S all
+run "fi_pingpong FI_EP_DGRAM -c (verified data)" -I 100 -S all -c
+run "fi_pingpong -e rdm, all sizes" -e rdm -I 200 -S all
+run "fi_pingpong -e rdm -c (verified data)" -e rdm -I 100 -S all -c
+run "fi_pingpong -e rdm, 8 KiB" -e rdm -I 1000 -S 8192 -c
 # -m tagged asks for FI_TAGGED: the efa fabric (the RDM protocol) answers it.
-run "fi_pingpong -e rdm -m tagged, all sizes" -I 200 -S all -m tagged
-run "fi_pingpong -e rdm -m tagged -c (verified data)" -I 100 -S all -m tagged -c
+run "fi_pingpong -e rdm -m tagged, all sizes" -e rdm -I 200 -S all -m tagged
+run "fi_pingpong -e rdm -m tagged -c (verified data)" -e rdm -I 100 -S all -m tagged -c
 exit $fail

@@ -448,7 +448,8 @@ Test(getinfo_rules, no_hints_are_consistent)
 	for (uint32_t version : {FI_VERSION(1, 0), FI_VERSION(1, 4), FI_VERSION(1, 5), FI_VERSION(1, 17)})
 		cr_assert_eq(walk_one(r, version, nullptr), 0);
 	assert_clean(r, "no hints");
-	cr_assert_eq(r.granted[0], 4u, "one efa info per call");
+	/* The efa fabric: one RDM and one DGRAM info per call. */
+	cr_assert_eq(r.granted[0], 8u, "two efa infos (RDM, DGRAM) per call");
 	cr_assert_eq(r.granted[1], 4u, "one efa-direct info per call");
 }
 
@@ -644,8 +645,16 @@ Test(getinfo_rules, traffic_classes_offered)
 
 Test(getinfo_rules, domain_and_endpoint_refuse_a_class_not_served)
 {
-	for (const char *fabric : kFabrics) {
+	const struct {
+		const char *fabric;
+		fi_ep_type type;
+	} endpoints[] = {{"efa", FI_EP_RDM}, {"efa-direct", FI_EP_RDM}, {"efa", FI_EP_DGRAM}};
+	for (const auto &e : endpoints) {
+		const char *fabric = e.fabric;
 		fi_info *h = tc_hints(fabric);
+		h->ep_attr->type = e.type;
+		if (e.type == FI_EP_DGRAM)
+			h->mode |= FI_MSG_PREFIX; /* a DGRAM endpoint's buffers start with its prefix */
 		fi_info *info = nullptr;
 		cr_assert_eq(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info), 0);
 		fi_freeinfo(h);

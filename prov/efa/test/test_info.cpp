@@ -273,7 +273,9 @@ Test(info, build_infos_addresses)
 	cr_assert_str_eq(out->fabric_attr->name, "efa-direct");
 	cr_assert_not_null(out->next);
 	cr_assert_str_eq(out->next->fabric_attr->name, "efa");
-	cr_assert_null(out->next->next);
+	cr_assert_not_null(out->next->next);
+	cr_assert_eq(out->next->next->ep_attr->type, FI_EP_DGRAM, "then FI_EP_DGRAM, as upstream");
+	cr_assert_null(out->next->next->next);
 	fi_freeinfo(out);
 	/* a raw dest_addr in hints is copied (fi_pingpong's client) */
 	RawAddr peer{};
@@ -482,4 +484,129 @@ Test(info, efa_fabric_tailoring_results)
 	cr_assert(i->caps & FI_ATOMIC);
 	fi_freeinfo(i);
 	fi_freeinfo(proto);
+}
+
+/* ---------------------------------------------------------------- FI_EP_DGRAM */
+
+namespace {
+
+/* What libfabric's fi_pingpong asks with no -e (its default endpoint type). */
+fi_info *pingpong_hints()
+{
+	fi_info *h = fi_allocinfo();
+	h->caps = FI_MSG;
+	h->mode = FI_CONTEXT | FI_CONTEXT2 | FI_MSG_PREFIX;
+	h->ep_attr->type = FI_EP_DGRAM;
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+	return h;
+}
+
+} // namespace
+
+Test(info, prototype_of_dgram_endpoints)
+{
+	fi_info *i = dgram_prototype(dev());
+	cr_assert_str_eq(i->fabric_attr->name, "efa", "upstream lists DGRAM under the efa fabric");
+	cr_assert_str_eq(i->domain_attr->name, "efasim0-dgrm");
+	cr_assert_eq(i->ep_attr->type, FI_EP_DGRAM);
+	cr_assert_eq(i->caps, uint64_t(FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM));
+	cr_assert_eq(i->mode, uint64_t(FI_CONTEXT2 | FI_MSG_PREFIX));
+	cr_assert_eq(i->tx_attr->mode, uint64_t(FI_CONTEXT2 | FI_MSG_PREFIX));
+	cr_assert_eq(i->ep_attr->msg_prefix_size, 40u, "the GRH of a UD receive");
+	cr_assert_eq(i->ep_attr->max_msg_size, 8928u, "one datagram: the MTU, prefix not counted");
+	cr_assert_eq(i->tx_attr->inject_size, 32u, "UD has no wide inline");
+	cr_assert_eq(i->tx_attr->rma_iov_limit, 0u);
+	cr_assert_eq(i->tx_attr->iov_limit, 2u);
+	cr_assert_eq(i->tx_attr->msg_order, 0u, "unordered");
+	cr_assert_eq(i->domain_attr->mr_mode, int(FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR));
+	cr_assert_eq(i->domain_attr->cq_data_size, 4u, "send with immediate");
+	cr_assert_eq(i->domain_attr->data_progress, FI_PROGRESS_AUTO);
+	cr_assert_eq(i->addr_format, FI_ADDR_EFA);
+	std::vector<const verbs::Device *> devs{&dev()};
+	bool dgram = false;
+	cr_assert_eq(device_of(i, devs, &dgram), &dev());
+	cr_assert(dgram, "a -dgrm domain opens DGRAM endpoints");
+	fi_info *r = direct_prototype(dev());
+	cr_assert_eq(device_of(r, devs, &dgram), &dev());
+	cr_assert_not(dgram);
+	fi_freeinfo(r);
+	fi_freeinfo(i);
+}
+
+Test(info, dgram_hints_table)
+{
+	const Case cases[] = {
+		{"fi_pingpong's hints", [](fi_info *) {}, true},
+		{"no caps", [](fi_info *h) { h->caps = 0; }, true},
+		{"FI_SOURCE", [](fi_info *h) { h->caps |= FI_SOURCE; }, true},
+		{"no FI_MSG_PREFIX", [](fi_info *h) { h->mode = FI_CONTEXT | FI_CONTEXT2; }, false},
+		{"no FI_CONTEXT2", [](fi_info *h) { h->mode = FI_CONTEXT | FI_MSG_PREFIX; }, false},
+		{"tx mode without the prefix", [](fi_info *h) { h->tx_attr->mode = FI_CONTEXT2; }, false},
+		{"rx mode with the prefix", [](fi_info *h) { h->rx_attr->mode = FI_CONTEXT2 | FI_MSG_PREFIX; }, true},
+		{"RMA", [](fi_info *h) { h->caps |= FI_RMA; }, false},
+		{"tagged", [](fi_info *h) { h->caps |= FI_TAGGED; }, false},
+		{"multi recv", [](fi_info *h) { h->caps |= FI_MULTI_RECV; }, false},
+		{"mr_mode without LOCAL", [](fi_info *h) { h->domain_attr->mr_mode &= ~FI_MR_LOCAL; }, false},
+		{"inject 32", [](fi_info *h) { h->tx_attr->inject_size = 32; }, true},
+		{"inject 80 (no wide inline on UD)", [](fi_info *h) { h->tx_attr->inject_size = 80; }, false},
+		{"max_msg_size the MTU", [](fi_info *h) { h->ep_attr->max_msg_size = 8928; }, true},
+		{"max_msg_size above the MTU", [](fi_info *h) { h->ep_attr->max_msg_size = 8929; }, false},
+		{"transmit complete", [](fi_info *h) { h->tx_attr->op_flags = FI_TRANSMIT_COMPLETE; }, true},
+		{"delivery complete (unreliable)", [](fi_info *h) { h->tx_attr->op_flags = FI_DELIVERY_COMPLETE; }, false},
+		{"ordered sends", [](fi_info *h) { h->tx_attr->msg_order = FI_ORDER_SAS; }, false},
+		{"rma_iov_limit 1", [](fi_info *h) { h->tx_attr->rma_iov_limit = 1; }, false},
+		{"cq_data_size 4", [](fi_info *h) { h->domain_attr->cq_data_size = 4; }, true},
+		{"RDM endpoint", [](fi_info *h) { h->ep_attr->type = FI_EP_RDM; }, false},
+		{"fabric efa", [](fi_info *h) { h->fabric_attr->name = strdup("efa"); }, true},
+		{"fabric efa-direct", [](fi_info *h) { h->fabric_attr->name = strdup("efa-direct"); }, false},
+		{"domain -dgrm", [](fi_info *h) { h->domain_attr->name = strdup("efasim0-dgrm"); }, true},
+		{"domain -rdm", [](fi_info *h) { h->domain_attr->name = strdup("efasim0-rdm"); }, false},
+		{"threading domain", [](fi_info *h) { h->domain_attr->threading = FI_THREAD_DOMAIN; }, true},
+		{"RM disabled", [](fi_info *h) { h->domain_attr->resource_mgmt = FI_RM_DISABLED; }, true},
+		{"API 1.4: FI_LOCAL_MR", [](fi_info *h) {
+			 h->mode |= FI_LOCAL_MR;
+			 h->domain_attr->mr_mode = FI_MR_BASIC;
+		 }, true, FI_VERSION(1, 4)},
+	};
+	for (const Case &c : cases) {
+		std::string why;
+		fi_info *out = run(c, &why, dgram_prototype, pingpong_hints);
+		if (c.ok)
+			cr_expect_not_null(out, "%s: refused (%s)", c.name, why.c_str());
+		else
+			cr_expect_null(out, "%s: accepted", c.name);
+		if (!c.ok)
+			cr_expect(!why.empty(), "%s: no reason given", c.name);
+		if (out) {
+			cr_expect(out->mode & FI_MSG_PREFIX, "%s: FI_MSG_PREFIX is required", c.name);
+			cr_expect_eq(out->ep_attr->msg_prefix_size, 40u, "%s", c.name);
+		}
+		fi_freeinfo(out);
+	}
+}
+
+Test(info, dgram_in_the_getinfo_answer)
+{
+	std::vector<const verbs::Device *> devs{&dev()};
+	fi_info *out = nullptr;
+	fi_info *h = pingpong_hints();
+	h->fabric_attr->prov_name = strdup("efa");
+	cr_assert_eq(build_infos(FI_VERSION(1, 17), nullptr, nullptr, 0, h, devs, &out), 0,
+		     "fi_pingpong's hints find a DGRAM endpoint");
+	cr_assert_not_null(out);
+	cr_assert_eq(out->ep_attr->type, FI_EP_DGRAM);
+	cr_assert_str_eq(out->domain_attr->name, "efasim0-dgrm");
+	cr_assert_null(out->next, "the RDM infos do not match FI_EP_DGRAM");
+	fi_freeinfo(out);
+	/* Without FI_MSG_PREFIX the application cannot use it: nothing. */
+	h->mode = FI_CONTEXT | FI_CONTEXT2;
+	cr_assert_eq(build_infos(FI_VERSION(1, 17), nullptr, nullptr, 0, h, devs, &out), -FI_ENODATA);
+	fi_freeinfo(h);
+	/* An RDM application never gets the DGRAM info. */
+	h = good_hints();
+	cr_assert_eq(build_infos(FI_VERSION(1, 17), nullptr, nullptr, 0, h, devs, &out), 0);
+	for (fi_info *i = out; i; i = i->next)
+		cr_assert_eq(i->ep_attr->type, FI_EP_RDM);
+	fi_freeinfo(out);
+	fi_freeinfo(h);
 }

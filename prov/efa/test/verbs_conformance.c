@@ -11,7 +11,9 @@
  *       dlopen(RTLD_LOCAL) still binds its own symbols (no interposition in reverse).
  *
  * Two processes (fork) exchange sends, a send with immediate, an RDMA write, an RDMA
- * read and checks of completion codes; exit status 0 means every check held.
+ * read and checks of completion codes, then a datagram between UD QPs made with plain
+ * ibv_create_qp and posted with ibv_post_send (the GRH in front of the payload); exit
+ * status 0 means every check held.
  */
 #define _GNU_SOURCE
 #include <infiniband/efadv.h>
@@ -272,13 +274,90 @@ static void rw(int fd, void *p, size_t len, int out)
 	}
 }
 
+/* ibv_create_qp: from the link, or from the device opened with dlopen. */
+static struct ibv_qp *(*create_qp)(struct ibv_pd *, struct ibv_qp_init_attr *);
+
+/* A UD QP (plain verbs: EFA's only QP type there) on n's PD and CQ; one datagram from the
+ * sender to the receiver, which finds the 40-byte GRH, then the payload. */
+static void ud_check(int fd, int receiver, struct node *n, union ibv_gid peer_gid)
+{
+	struct ibv_qp_init_attr ia;
+	memset(&ia, 0, sizeof ia);
+	ia.send_cq = ia.recv_cq = ibv_cq_ex_to_cq(n->cq);
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	ia.qp_type = IBV_QPT_UD;
+	ia.sq_sig_all = 1;
+	struct ibv_qp *qp = create_qp(n->pd, &ia);
+	CHECK(qp && qp->qp_type == IBV_QPT_UD);
+	struct ibv_qp_attr a;
+	memset(&a, 0, sizeof a);
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qkey = QKEY;
+	CHECK(V.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0);
+	a.qp_state = IBV_QPS_RTR;
+	CHECK(V.modify_qp(qp, &a, IBV_QP_STATE) == 0);
+	a.qp_state = IBV_QPS_RTS;
+	CHECK(V.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+	uint32_t qpn = qp->qp_num, peer_qpn;
+	rw(fd, &qpn, sizeof qpn, 1);
+	rw(fd, &peer_qpn, sizeof peer_qpn, 0);
+	uint64_t id;
+	enum ibv_wc_opcode op;
+	uint32_t len, imm, vendor;
+	char go = 1;
+	if (receiver) {
+		struct ibv_sge s = {(uintptr_t)(n->mem + 49152), 40 + 300, n->mr->lkey};
+		struct ibv_recv_wr wr, *bad;
+		memset(&wr, 0, sizeof wr);
+		wr.wr_id = 21;
+		wr.sg_list = &s;
+		wr.num_sge = 1;
+		CHECK(ibv_post_recv(qp, &wr, &bad) == 0);
+		rw(fd, &go, 1, 1);
+		CHECK(poll_one(n, &id, &op, &len, &imm, &vendor) == IBV_WC_SUCCESS);
+		CHECK(id == 21 && op == IBV_WC_RECV && len == 40 + 300 && imm == 0x1234);
+		struct ibv_grh grh;
+		memcpy(&grh, n->mem + 49152, sizeof grh);
+		CHECK(ntohl(grh.version_tclass_flow) >> 28 == 6);
+		CHECK(memcmp(grh.sgid.raw, peer_gid.raw, 16) == 0);
+		for (int i = 0; i < 300; i++)
+			CHECK((uint8_t)n->mem[49152 + 40 + i] == 0x44);
+	} else {
+		rw(fd, &go, 1, 0);
+		memset(n->mem + 50000, 0x44, 300);
+		struct ibv_sge s = {(uintptr_t)(n->mem + 50000), 300, n->mr->lkey};
+		struct ibv_send_wr wr, *bad;
+		memset(&wr, 0, sizeof wr);
+		wr.wr_id = 22;
+		wr.sg_list = &s;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_SEND_WITH_IMM;
+		wr.imm_data = htonl(0x1234);
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.ud.ah = n->ah;
+		wr.wr.ud.remote_qpn = peer_qpn;
+		wr.wr.ud.remote_qkey = QKEY;
+		CHECK(ibv_post_send(qp, &wr, &bad) == 0);
+		CHECK(poll_one(n, &id, &op, &len, &imm, &vendor) == IBV_WC_SUCCESS);
+		CHECK(id == 22 && op == IBV_WC_SEND);
+	}
+	rw(fd, &go, 1, receiver); /* the receiver checked: both may destroy */
+	rw(fd, &go, 1, !receiver);
+	CHECK(V.destroy_qp(qp) == 0);
+}
+
 int main(int argc, char **argv)
 {
-	if (argc == 3 && !strcmp(argv[1], "--dlopen"))
+	if (argc == 3 && !strcmp(argv[1], "--dlopen")) {
 		use_dlopen(argv[2]);
-	else if (argc == 1)
+		void *h = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+		CHECK(h && (*(void **)&create_qp = dlsym(h, "ibv_create_qp")));
+	} else if (argc == 1) {
 		use_linked();
-	else {
+		create_qp = ibv_create_qp;
+	} else {
 		fprintf(stderr, "usage: %s [--dlopen /path/libefasim.so]\n", argv[0]);
 		return 2;
 	}
@@ -325,6 +404,7 @@ int main(int argc, char **argv)
 		rw(fd, &go, 1, 0); /* wait for the peer's RDMA to finish */
 		for (int i = 0; i < 2000; i++)
 			CHECK((uint8_t)n.mem[16384 + i] == 0x22);
+		ud_check(fd, 1, &n, peer.gid);
 		node_close(&n);
 		_exit(0);
 	}
@@ -376,6 +456,7 @@ int main(int argc, char **argv)
 	CHECK(poll_one(&n, &id, &op, &len, &imm, &vendor) == IBV_WC_REM_ACCESS_ERR);
 	CHECK(vendor == 7);
 	rw(fd, &go, 1, 1);
+	ud_check(fd, 0, &n, peer.gid);
 	int st;
 	CHECK(waitpid(pid, &st, 0) == pid);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);

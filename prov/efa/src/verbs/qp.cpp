@@ -229,6 +229,57 @@ Result<Qp> Qp::create_srd(const Device &dev, const Pd &pd, Cq &scq, Cq &rcq, con
 	return q;
 }
 
+Result<Qp> Qp::create_ud(const Device &dev, const Pd &pd, Cq &scq, Cq &rcq, const QpAttr &want)
+{
+	const Api &api = dev.api();
+	const efadv_device_attr_cur &ea = dev.efa();
+	ibv_qp_init_attr_ex init{};
+	init.send_cq = scq.base();
+	init.recv_cq = rcq.base();
+	init.cap.max_send_wr = std::min(want.sq_depth, ea.max_sq_wr);
+	init.cap.max_recv_wr = std::min(want.rq_depth, ea.max_rq_wr);
+	init.cap.max_send_sge = ea.max_sq_sge;
+	init.cap.max_recv_sge = ea.max_rq_sge;
+	/* UD work requests have no wide form: inline up to the basic size. */
+	init.cap.max_inline_data = std::min<uint32_t>(want.max_inline, dev.inline_size());
+	init.qp_type = IBV_QPT_UD;
+	init.sq_sig_all = 1;
+	/* With the send-ops mask, ibv_create_qp_ex goes to the device's create_qp_ex op (the
+	 * extended send API); EFA creates UD QPs there, SRD ones only through efadv. */
+	init.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	init.pd = pd.get();
+	init.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+	errno = 0;
+	ibv_qp *qp = ibv_create_qp_ex(dev.ctx(), &init);
+	if (!qp) {
+		const int err = errno ? errno : EINVAL;
+		EFA_WARN(EpCtrl, "%s: creating a UD queue pair (ibv_create_qp_ex) failed: %s", dev.name().c_str(),
+			 strerror(err));
+		return Err{-err};
+	}
+	Qp q;
+	q.api_ = &api;
+	q.qp_ = qp;
+	q.qpx_ = api.qp_to_qp_ex(qp);
+	q.qkey_ = want.qkey;
+	q.rnr_cap_ = false; /* RNR retry is an SRD attribute: UD drops what finds no receive */
+	if (!q.qpx_) {
+		EFA_WARN(EpCtrl, "%s: the UD QP has no extended send API", dev.name().c_str());
+		return Err{-EOPNOTSUPP};
+	}
+	QpFeatures &f = q.f_;
+	f.sq_depth = init.cap.max_send_wr;
+	f.rq_depth = init.cap.max_recv_wr;
+	f.max_inline = std::min<uint32_t>(init.cap.max_inline_data, dev.inline_size());
+	f.max_send_sge = uint16_t(init.cap.max_send_sge);
+	f.max_recv_sge = uint16_t(init.cap.max_recv_sge);
+	if (int ret = q.to_rts(0))
+		return Err{ret};
+	EFA_DBG(EpCtrl, "%s: UD QP %u: sq %u rq %u inline %u", dev.name().c_str(), q.qpn(), f.sq_depth, f.rq_depth,
+		f.max_inline);
+	return q;
+}
+
 int Qp::to_rts(uint8_t rnr_retry)
 {
 	ibv_qp_attr a{};

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * L1: an SRD queue pair.
+ * L1: an SRD queue pair (or, for DGRAM endpoints, a UD one: create_ud()).
  *
  * create_srd() asks efadv_create_qp_ex for the features the caller wants *and* the device
  * reports (unsolicited write receive, inline RDMA write, service level, processing
@@ -71,6 +71,12 @@ public:
 	~Qp();
 
 	static Result<Qp> create_srd(const Device &dev, const Pd &pd, Cq &send_cq, Cq &recv_cq, const QpAttr &attr);
+	/*
+	 * An unreliable datagram QP (ibv_create_qp_ex, IBV_QPT_UD: sends and sends with
+	 * immediate, inline up to the device's basic inline size; no RNR retry, no RDMA).
+	 * Only sq_depth, rq_depth, max_inline and qkey of `attr` apply. Walked to RTS.
+	 */
+	static Result<Qp> create_ud(const Device &dev, const Pd &pd, Cq &send_cq, Cq &recv_cq, const QpAttr &attr);
 
 	uint32_t qpn() const { return qp_->qp_num; }
 	uint32_t qkey() const { return qkey_; }
