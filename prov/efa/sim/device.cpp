@@ -144,13 +144,8 @@ uint32_t max_rq_depth(const Profile &p, uint32_t max_recv_sge)
 
 Mr *Runtime::mr_lookup(uint32_t key)
 {
-	uint32_t slot = (key & 0xffffff) - 1;
-	if (slot >= mrs.size())
-		return nullptr;
-	Mr *m = mrs[slot];
-	if (!m || uint8_t(key >> 24) != mr_gen[slot])
-		return nullptr;
-	return m;
+	auto it = mrs.find(key);
+	return it == mrs.end() ? nullptr : it->second;
 }
 
 bool Runtime::pd_has_ah(Pd *pd, const Gid &gid, uint16_t *ahn)
@@ -432,8 +427,8 @@ EFASIM_EXPORT int ibv_dealloc_pd(ibv_pd *p)
 		std::lock_guard<std::mutex> g(rt->lock);
 		if (!pd->ah_by_gid.empty())
 			return EBUSY;
-		for (Mr *m : rt->mrs)
-			if (m && m->pd == pd)
+		for (auto &[key, m] : rt->mrs)
+			if (m->pd == pd)
 				return EBUSY;
 		for (auto &[n, qp] : rt->qps)
 			if (qp->pd == pd)
@@ -488,22 +483,16 @@ ibv_mr *reg_mr(ibv_pd *p, void *addr, size_t length, uint64_t iova, unsigned acc
 	m->mr.addr = addr;
 	m->mr.length = length;
 	std::lock_guard<std::mutex> g(rt->lock);
-	uint32_t slot;
-	if (!rt->mr_free.empty()) {
-		slot = rt->mr_free.back();
-		rt->mr_free.pop_back();
-	} else {
-		if (rt->mrs.size() >= config().max_mr) {
-			delete m;
-			errno = ENOMEM;
-			return nullptr;
-		}
-		slot = uint32_t(rt->mrs.size());
-		rt->mrs.push_back(nullptr);
-		rt->mr_gen.push_back(0);
+	if (rt->mrs.size() >= config().max_mr) {
+		delete m;
+		errno = ENOMEM;
+		return nullptr;
 	}
-	rt->mrs[slot] = m;
-	const uint32_t key = (slot + 1) | uint32_t(rt->mr_gen[slot]) << 24;
+	uint32_t key = rt->next_mr_key;
+	while (key == 0 || rt->mrs.count(key))
+		key++; /* after 2^32 registrations: the next key not registered now */
+	rt->next_mr_key = key + 1;
+	rt->mrs.emplace(key, m);
 	m->mr.handle = key;
 	m->mr.lkey = key;
 	m->mr.rkey = key;
@@ -543,12 +532,10 @@ EFASIM_EXPORT int ibv_dereg_mr(ibv_mr *mr)
 	Runtime *rt = m->pd->ctx->rt;
 	{
 		std::lock_guard<std::mutex> g(rt->lock);
-		const uint32_t slot = (mr->lkey & 0xffffff) - 1;
-		if (slot >= rt->mrs.size() || rt->mrs[slot] != m)
+		auto it = rt->mrs.find(mr->lkey);
+		if (it == rt->mrs.end() || it->second != m)
 			return EINVAL;
-		rt->mrs[slot] = nullptr;
-		rt->mr_gen[slot]++; /* the old key is now refused by the device */
-		rt->mr_free.push_back(slot);
+		rt->mrs.erase(it); /* the key is refused from now on */
 	}
 	delete m;
 	return 0;

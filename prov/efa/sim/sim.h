@@ -480,10 +480,11 @@ struct Runtime {
 
 	std::mutex lock;
 	std::unordered_map<uint32_t, Qp *> qps;
-	/* MR table: key = (slot + 1) | generation << 24 */
-	std::vector<Mr *> mrs;
-	std::vector<uint8_t> mr_gen;
-	std::vector<uint32_t> mr_free;
+	/* Registered regions by key. Keys come from a 32-bit counter (0 never, a key still
+	 * registered never twice), so a revoked key is refused for the next 2^32 - 1
+	 * registrations, not after the 256 of an 8-bit generation on a reused slot. */
+	std::unordered_map<uint32_t, Mr *> mrs;
+	uint32_t next_mr_key = 1;
 	uint16_t next_ahn;
 	std::vector<Peer *> active; /* peers with timers */
 	uint64_t next_deadline;

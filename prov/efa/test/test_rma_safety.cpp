@@ -26,6 +26,7 @@
 
 #include <criterion/criterion.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -365,3 +366,54 @@ Test(rma_emulated, Read_wrapping_range) { wrap_case(Op::Read); }
 Test(rma_emulated, Atomic_wrapping_range) { wrap_case(Op::Atomic); }
 Test(rma_device, Write_wrapping_range) { wrap_case(Op::Write); }
 Test(rma_direct, Read_wrapping_range) { wrap_case(Op::Read); }
+
+/*
+ * A revoked key stays revoked: 100 000 register/close cycles of one region (the device
+ * reuses its slot each time), then every old key is distinct from every other and from
+ * the live one, and a sample of them (the first 512, crossing 256, which an 8-bit
+ * generation would repeat, then every 997th) is refused at the target while the live key
+ * works.
+ */
+static void revoked_keys_case()
+{
+	constexpr size_t kCycles = 100000;
+	const uint64_t all = FI_REMOTE_READ | FI_REMOTE_WRITE;
+	std::vector<uint64_t> keys;
+	keys.reserve(kCycles);
+	for (size_t i = 0; i < kCycles; i++) {
+		fid_mr *mr = nullptr;
+		cr_assert_eq(fi_mr_reg(g.tgt.dom, g.region(), kRegion, all, 0, 0, 0, &mr, nullptr), 0);
+		keys.push_back(fi_mr_key(mr));
+		cr_assert_eq(fi_close(&mr->fid), 0);
+	}
+	cr_assert_eq(fi_mr_reg(g.tgt.dom, g.region(), kRegion, all, 0, 0, 0, &g.tmr, nullptr), 0);
+	const uint64_t live = fi_mr_key(g.tmr);
+	std::vector<uint64_t> sorted = keys;
+	std::sort(sorted.begin(), sorted.end());
+	cr_assert(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(),
+		  "a key came back within %zu registrations", kCycles);
+	cr_assert(!std::binary_search(sorted.begin(), sorted.end(), live), "the live key is an old one");
+
+	for (size_t i = 0; i < g.mem.size(); i++)
+		g.mem[i] = uint8_t(i * 13 + 7);
+	const std::vector<uint8_t> before = g.mem;
+	size_t refused = 0;
+	for (size_t i = 0; i < kCycles; i += i < 512 ? 1 : 997) {
+		cr_assert_eq(post(Op::Write, g.raddr(), keys[i]), 0);
+		fi_cq_data_entry e;
+		fi_cq_err_entry err;
+		cr_assert_eq(wait_initiator(e, err), -FI_EAVAIL, "old key %#lx (cycle %zu) was accepted",
+			     (unsigned long)keys[i], i);
+		cr_assert_eq(err.err, FI_EACCES);
+		refused++;
+	}
+	cr_assert_eq(std::memcmp(g.mem.data(), before.data(), g.mem.size()), 0, "an old key wrote");
+	cr_assert_gt(refused, 600u);
+	cr_assert_eq(post(Op::Write, g.raddr(128), live), 0);
+	expect_ok();
+	cr_assert_eq(std::memcmp(g.region() + 128, g.local.data(), kOp), 0, "the live key's write did not land");
+}
+
+Test(rma_device, revoked_keys_stay_revoked) { revoked_keys_case(); }
+Test(rma_emulated, revoked_keys_stay_revoked) { revoked_keys_case(); }
+Test(rma_direct, revoked_keys_stay_revoked) { revoked_keys_case(); }
