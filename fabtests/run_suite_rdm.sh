@@ -104,6 +104,7 @@ tests() {
 	echo "ft_many_peers -N 64"
 	echo "ft_zero_len_ssend"
 	echo "ft_rdm_rnr"
+	echo "ft_rnr_idle"
 	echo "ft_unknown_sender"
 }
 

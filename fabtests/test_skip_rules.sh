@@ -38,7 +38,7 @@ EOF
 chmod +x "$tmp/stub"
 for p in ft_msg ft_more ft_rma ft_selective ft_cq_formats ft_cntr ft_sread ft_mr_revoke ft_rnr ft_av_reuse \
 	ft_getname ft_tagged ft_unexpected ft_peek ft_multi_recv ft_rdm_rma ft_atomic ft_many_peers \
-	ft_zero_len_ssend ft_rdm_rnr ft_unknown_sender; do
+	ft_zero_len_ssend ft_rdm_rnr ft_rnr_idle ft_unknown_sender; do
 	cp "$tmp/stub" "$tmp/top/fabtests/$p"
 done
 

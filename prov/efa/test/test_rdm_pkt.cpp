@@ -124,6 +124,26 @@ Test(pkt, zero_length_eager)
 	cr_assert_eq(p.payload_len, 0u);
 }
 
+/* A VOID run: an empty EAGER naming 1..kMaxVoidRun ids in its tag. */
+Test(pkt, void_run_is_bounded)
+{
+	Buf b;
+	size_t len = build_eager(b, PktType::EagerMsg, kFlagVoid, "", 0);
+	auto *h = reinterpret_cast<RtmHdr *>(b.b);
+	Parsed p;
+	for (uint64_t count : {uint64_t(1), uint64_t(2), uint64_t(kMaxVoidRun)}) {
+		h->tag = count;
+		cr_assert_eq(parse(b.b, len, p), ParseError::None, "a run of %lu", (unsigned long)count);
+	}
+	for (uint64_t count : {uint64_t(0), uint64_t(kMaxVoidRun) + 1, uint64_t(1) << 32, ~uint64_t(0)}) {
+		h->tag = count;
+		cr_assert_eq(parse(b.b, len, p), ParseError::Length, "a run of %lu", (unsigned long)count);
+	}
+	len = build_eager(b, PktType::EagerMsg, kFlagVoid, "x", 1);
+	h->tag = 1;
+	cr_assert_eq(parse(b.b, len, p), ParseError::Length, "a VOID with payload");
+}
+
 Test(pkt, eager_length_must_be_exact)
 {
 	Buf b;

@@ -268,3 +268,35 @@ Test(reorder, idle_state_is_small)
 {
 	cr_assert_leq(sizeof(Rb), 48u, "per-peer reorder state of an idle peer (protocol.md section 7)");
 }
+
+/* A VOID run: the id delivered, then skip(k) consumes the next k ids; what was queued
+ * for them (a faulty peer's) is released, what is queued beyond comes out next, in
+ * order, also across the wrap of 2^32 and from the overflow list. */
+Test(reorder, void_run_skips_ids)
+{
+	for (uint32_t first : {0u, 0xfffffff0u}) {
+		Rb rb(16, first);
+		std::vector<Item> items = make(first, 64);
+		/* Queued before the VOID arrives: two ids inside the run, three beyond it, one
+		 * of them far enough for the overflow list. */
+		for (size_t i : {3, 5, 20, 21, 40})
+			cr_assert_eq(rb.accept(items[i].id, &items[i]), Rb::Verdict::Queued);
+		cr_assert_eq(rb.accept(items[0].id, &items[0]), Rb::Verdict::Deliver);
+		std::vector<uint32_t> released;
+		rb.skip(19, [&](Item *it) { released.push_back(it->id); }); /* ids first+1 .. first+19 */
+		cr_assert_eq(released.size(), 2u);
+		cr_assert_eq(released[0], first + 3);
+		cr_assert_eq(released[1], first + 5);
+		cr_assert_eq(rb.expected(), first + 20);
+		std::vector<uint32_t> out;
+		while (Item *c = rb.pop())
+			for (; c; c = c->rb_next)
+				out.push_back(c->id);
+		cr_assert_eq(out.size(), 2u);
+		cr_assert_eq(out[0], first + 20);
+		cr_assert_eq(out[1], first + 21);
+		cr_assert_eq(rb.expected(), first + 22);
+		cr_assert_eq(rb.queued(), 1u, "id %u still waits", first + 40);
+		cr_assert_eq(rb.classify(first + 10), Rb::Verdict::Past, "a voided id is past");
+	}
+}

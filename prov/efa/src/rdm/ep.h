@@ -104,6 +104,12 @@ struct Peer : IListNode<Peer> {
 	std::unordered_map<uint32_t, MsgRx *> active;
 	/* Our sends waiting for a RECEIPT, by message id. */
 	std::unordered_map<uint32_t, TxOp *> receipts;
+	/* FI_RM_DISABLED: message ids of sends refused with FI_ENORX that the peer has not
+	 * been told to skip yet, as runs (first id, count); `void_pkt` is the one VOID
+	 * packet that tells it, on the device or waiting to be resent (protocol.md
+	 * section 11). */
+	std::deque<std::pair<uint32_t, uint32_t>> voids;
+	Pkt *void_pkt = nullptr;
 	/* RNR: packets to resend, in order, not before `backoff_until` (steady ns). */
 	IList<Pkt> queued;
 	uint64_t backoff_until = 0;
@@ -443,7 +449,14 @@ struct Ep : EpBase {
 	Peer *peer_for_addr(fi_addr_t addr);
 	/* A peer that answered RNR is left alone until its backoff ends and its queue of
 	 * packets to resend is empty: new work to it waits (-FI_EAGAIN, or queued). */
-	bool held_back(const Peer &p) const { return !p.queued.empty() || now_ns() < p.backoff_until; }
+	/* New packets to p wait behind its RNR backoff. Not with FI_RM_DISABLED: they go to
+	 * the device, which refuses them (FI_ENORX) while the peer has no buffer. */
+	bool held_back(const Peer &p) const
+	{
+		return rm_enabled && (!p.queued.empty() || now_ns() < p.backoff_until);
+	}
+	void void_ids(Peer &p, Pkt *pkt, uint32_t id);
+	void void_next(Peer &p, Pkt *pkt);
 	Peer *peer_from_wc(const verbs::Wc &wc, const Parsed &pk);
 	Peer *known_peer(uint16_t ahn, uint32_t qpn, uint32_t conn);
 	Peer *adopt(Peer *p, fi_addr_t addr);

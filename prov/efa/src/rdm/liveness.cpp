@@ -132,6 +132,10 @@ void Ep::peer_failed(Peer &p, int err, uint32_t status)
 			fail_tx(op, err, status);
 		}
 	}
+	/* Nothing to void on a peer that is gone (a VOID on the device comes back as any
+	 * packet, and goes to the pool). */
+	p.voids.clear();
+	p.void_pkt = nullptr;
 	p.hs_owed = false;
 	p.backoff_until = 0;
 	p.backoff_us = 0;

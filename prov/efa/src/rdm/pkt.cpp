@@ -151,7 +151,10 @@ ParseError parse(const void *buf, size_t len, Parsed &out)
 		break;
 	case PktType::EagerMsg:
 	case PktType::EagerTag:
-		if (r.as<RtmHdr>().seg_len != rest || ((base->flags & kFlagVoid) && rest))
+		if (r.as<RtmHdr>().seg_len != rest)
+			return ParseError::Length;
+		/* A VOID run: no payload, and 1..kMaxVoidRun ids in `tag`. */
+		if ((base->flags & kFlagVoid) && (rest || !r.as<RtmHdr>().tag || r.as<RtmHdr>().tag > kMaxVoidRun))
 			return ParseError::Length;
 		break;
 	case PktType::MediumMsg:

@@ -56,7 +56,7 @@ enum : uint16_t {
 	kFlagRawAddr = 1u << 0,
 	kFlagCqData = 1u << 1,
 	kFlagDeliveryComplete = 1u << 2,
-	kFlagVoid = 1u << 3, /* EAGER only: an abandoned message; consume its id, deliver nothing */
+	kFlagVoid = 1u << 3, /* EAGER only: abandoned messages; consume `tag` ids from msg_id, deliver nothing */
 };
 
 /* Handshake feature bits (section 4). */
@@ -292,6 +292,9 @@ private:
 };
 
 /* ------------------------------------------------------------------ parsing */
+
+/* The most message ids one VOID packet consumes (its `tag`; protocol.md section 11). */
+inline constexpr uint32_t kMaxVoidRun = 1024;
 
 enum class ParseError {
 	None = 0,

@@ -167,8 +167,15 @@ int Ep::cancel(void *context)
 void Ep::start_msg(Peer &p, Pkt *pkt, const Parsed &pk)
 {
 	const RtmHdr &h = pk.as<RtmHdr>();
-	if (pk.base->flags & kFlagVoid)
-		return; /* an abandoned message: its id is consumed, nothing is delivered */
+	if (pk.base->flags & kFlagVoid) {
+		/* Abandoned messages (FI_ENORX at their sender): this id and the next tag - 1
+		 * are consumed, nothing is delivered. */
+		p.rob.skip(uint32_t(h.tag - 1), [this](Pkt *c) {
+			dropped_dup++;
+			free_copy(c);
+		});
+		return;
+	}
 	MsgRx *m = msgs.get();
 	m->peer = &p;
 	link_msg(p, *m);

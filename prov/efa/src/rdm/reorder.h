@@ -112,6 +112,28 @@ public:
 		return chain;
 	}
 
+	/*
+	 * Consumes the next k ids without delivering anything (a VOID run, of which the id
+	 * before expected() was the first): what is queued for them, which a conforming
+	 * peer never sends, is handed to release.
+	 */
+	template <typename F> void skip(uint32_t k, F &&release)
+	{
+		for (uint32_t i = 0; i < k; i++) {
+			if (cap_) {
+				T *&slot = ring_[expected_ & (cap_ - 1)];
+				for (T *t = slot; t;) {
+					T *next = t->rb_next;
+					queued_--;
+					release(t);
+					t = next;
+				}
+				slot = nullptr;
+			}
+			advance();
+		}
+	}
+
 	/* Hands every queued item to release (peer teardown). */
 	template <typename F> void clear(F &&release)
 	{

@@ -102,7 +102,9 @@ ssize_t Ep::send(const SendArgs &a)
 
 	const bool data = a.flags & FI_REMOTE_CQ_DATA;
 	const size_t opt = opt_len(*p, data);
-	const SendLimits lim{mtu, opt, max_medium, min_read, longread_ok(*p, len, a.count)};
+	/* FI_RM_DISABLED: no MEDIUM, whose segments could not be refused one by one; a
+	 * message beyond one packet starts with one REQ (protocol.md section 11). */
+	const SendLimits lim{mtu, opt, rm_enabled ? max_medium : 0, min_read, longread_ok(*p, len, a.count)};
 	const size_t medium_seg = medium_segment(lim);
 	Proto proto = select_send(len, lim);
 	size_t npkts = first_burst(len, lim);
@@ -299,6 +301,10 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 	if (wc.status == IBV_WC_SUCCESS) {
 		p->backoff_us = 0;
 		peer_heard(*p); /* acknowledged by its device */
+		if (pkt == p->void_pkt) {
+			void_next(*p, pkt);
+			return;
+		}
 		tx_pkts.put(pkt);
 		if (op) {
 			op->inflight--;
@@ -309,27 +315,34 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 	if (status == uint32_t(EfaStatus::REMOTE_ERROR_RNR) && !p->dead && !p->released) {
 		const PktType type = PktType(pkt->buf[0]);
 		const bool first = is_req(type) && (type != PktType::MediumMsg && type != PktType::MediumTag);
+		if (pkt == p->void_pkt) {
+			/* The VOID itself found no buffer: it absorbs the runs refused since, and
+			 * is resent after the backoff. */
+			EagerHdr *v = reinterpret_cast<EagerHdr *>(pkt->buf);
+			while (!p->voids.empty() && p->voids.front().first == v->rtm.msg_id + uint32_t(v->rtm.tag) &&
+			       v->rtm.tag + p->voids.front().second <= kMaxVoidRun) {
+				v->rtm.tag += p->voids.front().second;
+				p->voids.pop_front();
+			}
+			on_rnr(pkt);
+			return;
+		}
 		if (rm_enabled || !op || !first) {
 			on_rnr(pkt);
 			return;
 		}
-		/* FI_RM_DISABLED: the operation fails with FI_ENORX; its message id still has
-		 * to reach the peer, as a void message (protocol.md section 11). */
+		/* FI_RM_DISABLED: the operation fails with FI_ENORX now, whatever the peer's
+		 * software does; its message id still has to reach the peer, in a VOID run
+		 * (protocol.md section 11). */
 		op->inflight--;
 		fail_tx(op, FI_ENORX, status);
-		RtmHdr *h = reinterpret_cast<RtmHdr *>(pkt->buf);
-		const uint32_t id = h->msg_id;
-		const uint64_t tag = h->tag;
-		PktWriter w(pkt->buf, pkt->cap);
-		EagerHdr *v = w.header<EagerHdr>(is_tagged(type) ? PktType::EagerTag : PktType::EagerMsg, qkey,
-						 uint16_t(req_flags(*p) | kFlagVoid));
-		v->rtm.msg_id = id;
-		v->rtm.tag = tag;
-		write_raw_addr(w, *p);
-		pkt->len = uint32_t(w.size());
 		pkt->op = nullptr;
-		on_rnr(pkt);
+		void_ids(*p, pkt, reinterpret_cast<RtmHdr *>(pkt->buf)->msg_id);
 		return;
+	}
+	if (pkt == p->void_pkt) {
+		p->void_pkt = nullptr;
+		p->voids.clear();
 	}
 	if (op) {
 		op->inflight--;
@@ -341,6 +354,73 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 	tx_pkts.put(pkt);
 	if (gone)
 		peer_unresponsive(*p, status);
+}
+
+/*
+ * Message id `id` to p was refused (FI_ENORX): it joins p's runs to void, and `pkt`
+ * (its refused packet) becomes the VOID packet if p has none, else goes back to the
+ * pool. One VOID per peer at a time, each naming up to kMaxVoidRun consecutive ids:
+ * a receiver that sleeps costs its senders one packet and a few runs, and never holds
+ * back their sends.
+ */
+void Ep::void_ids(Peer &p, Pkt *pkt, uint32_t id)
+{
+	/* Refusals come back in the device's order, not in id order: the id extends a run
+	 * among the last few that ends just before it or starts just after it (both: they
+	 * become one), so a sleeping receiver's refused ids stay a handful of runs. */
+	auto &runs = p.voids;
+	constexpr size_t kLook = 32;
+	const size_t from = runs.size() > kLook ? runs.size() - kLook : 0;
+	size_t before = SIZE_MAX, after = SIZE_MAX;
+	for (size_t i = from; i < runs.size(); i++) {
+		if (runs[i].first + runs[i].second == id && runs[i].second < kMaxVoidRun)
+			before = i;
+		else if (runs[i].first == id + 1 && runs[i].second < kMaxVoidRun)
+			after = i;
+	}
+	if (before != SIZE_MAX && after != SIZE_MAX && runs[before].second + 1 + runs[after].second <= kMaxVoidRun) {
+		runs[before].second += 1 + runs[after].second;
+		runs.erase(runs.begin() + ptrdiff_t(after));
+	} else if (before != SIZE_MAX) {
+		runs[before].second++;
+	} else if (after != SIZE_MAX) {
+		runs[after].first = id;
+		runs[after].second++;
+	} else {
+		runs.emplace_back(id, 1);
+	}
+	if (p.void_pkt) {
+		tx_pkts.put(pkt);
+		return;
+	}
+	void_next(p, pkt);
+}
+
+/* Sends p's next VOID run in pkt (the VOID packet), or frees it when none is left. */
+void Ep::void_next(Peer &p, Pkt *pkt)
+{
+	if (p.voids.empty() || p.dead || p.released) {
+		p.voids.clear();
+		p.void_pkt = nullptr;
+		tx_pkts.put(pkt);
+		return;
+	}
+	const auto [first, count] = p.voids.front();
+	p.voids.pop_front();
+	PktWriter w(pkt->buf, pkt->cap);
+	EagerHdr *v = w.header<EagerHdr>(PktType::EagerMsg, qkey, uint16_t(req_flags(p) | kFlagVoid));
+	v->rtm.msg_id = first;
+	v->rtm.seg_len = 0;
+	v->rtm.tag = count;
+	write_raw_addr(w, p);
+	pkt->len = uint32_t(w.size());
+	pkt->op = nullptr;
+	pkt->rnr_tries = 0;
+	p.void_pkt = pkt;
+	if (post(pkt)) { /* the peer is gone, or the device refused the work request */
+		p.void_pkt = nullptr;
+		p.voids.clear();
+	}
 }
 
 void Ep::fail_tx(TxOp *op, int err, uint32_t prov_errno)
