@@ -12,7 +12,9 @@
  *     first packet fails them at once, and A' is a new peer;
  *   - A's endpoint closed: both fail with FI_EHOSTUNREACH within the probe interval x
  *     5/4 + EFASIM_TIMEOUT_MS (+ 1 s), and a new send to A fails at once with
- *     -FI_EHOSTUNREACH; after fi_av_remove, -FI_EINVAL.
+ *     -FI_EHOSTUNREACH; after fi_av_remove, -FI_EINVAL;
+ *   - FI_DELIVERY_COMPLETE sends of every protocol complete once, and A's death later
+ *     fails only what still waits on it (delivery_complete_sends_complete_once).
  * Criterion runs each test in a process of its own: the parameters are read once.
  */
 #include <rdma/fabric.h>
@@ -27,6 +29,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <vector>
 
 namespace {
@@ -300,5 +303,142 @@ Test(rdm_peer, new_endpoint_on_the_qpn_replaces_the_old)
 	cr_assert_eq(fi_tsend(s.ep, buf.data(), 8, nullptr, fa[1], 3, &ctx[2]), -FI_EHOSTUNREACH);
 	close_ep(s);
 	close_ep(a2);
+	close_env();
+}
+
+namespace {
+
+/* Drives S and A until ctx's completion at S (counted in done[]) and A's receive. */
+void complete_pair(const Ep &s, const Ep &a, fi_context2 *sctx, fi_context2 *actx, std::map<void *, int> &done,
+		   const char *what)
+{
+	const auto end = Clock::now() + std::chrono::seconds(10);
+	bool sent = false, received = false;
+	while (!sent || !received) {
+		cr_assert(Clock::now() < end, "%s: send %s, receive %s", what, sent ? "done" : "pending",
+			  received ? "done" : "pending");
+		fi_cq_tagged_entry e;
+		ssize_t n = fi_cq_read(s.cq, &e, 1);
+		if (n == 1) {
+			done[e.op_context]++;
+			sent = sent || e.op_context == sctx;
+		} else {
+			cr_assert_eq(n, -FI_EAGAIN, "%s: S's CQ: %zd (an error entry?)", what, n);
+		}
+		n = fi_cq_read(a.cq, &e, 1);
+		if (n == 1) {
+			cr_assert_eq(e.op_context, actx, "%s: A completed something else", what);
+			received = true;
+		} else {
+			cr_assert_eq(n, -FI_EAGAIN, "%s: A's CQ: %zd", what, n);
+		}
+	}
+}
+
+} // namespace
+
+/*
+ * FI_DELIVERY_COMPLETE sends of every protocol (eager, medium, long-CTS, long-read, and
+ * long-read falling back to long-CTS because the sender cannot register its buffer)
+ * complete once each; afterwards the peer dies and nothing completes again: no
+ * operation is left waiting on it (it is not probed as busy) and none is completed a
+ * second time by its failure.
+ */
+Test(rdm_peer, delivery_complete_sends_complete_once)
+{
+	setenv("FI_EFA_PEER_PROBE_INTERVAL", "50", 1);
+	setenv("EFASIM_TIMEOUT_MS", "300", 1);
+	setenv("EFASIM_MAX_MR", "128", 1);
+	open_env();
+	Ep s = open_ep(), a = open_ep();
+	fi_addr_t fa[2];
+	cr_assert_eq(fi_av_insert(g.av, s.addr, 1, &fa[0], 0, nullptr), 1);
+	cr_assert_eq(fi_av_insert(g.av, a.addr, 1, &fa[1], 0, nullptr), 1);
+	std::vector<uint8_t> buf(2 << 20), rx(2 << 20);
+	for (size_t i = 0; i < buf.size(); i++)
+		buf[i] = uint8_t(i * 7 + 1);
+	std::map<void *, int> done;
+	fi_context2 sctx[8]{}, actx[8]{};
+
+	/* A first message each way: S learns A's features (long-read needs them). */
+	cr_assert_eq(fi_trecv(a.ep, rx.data(), rx.size(), nullptr, FI_ADDR_UNSPEC, 0, ~0ull, &actx[0]), 0);
+	cr_assert_eq(fi_tsend(s.ep, buf.data(), 8, nullptr, fa[1], 0, &sctx[0]), 0);
+	complete_pair(s, a, &sctx[0], &actx[0], done, "first message");
+	cr_assert_eq(fi_trecv(s.ep, rx.data(), 64, nullptr, FI_ADDR_UNSPEC, 0, ~0ull, &actx[1]), 0);
+	cr_assert_eq(fi_tsend(a.ep, buf.data(), 8, nullptr, fa[0], 0, &sctx[1]), 0);
+	for (bool r = false, t = false; !r || !t;) {
+		fi_cq_tagged_entry e;
+		if (fi_cq_read(s.cq, &e, 1) == 1) {
+			cr_assert_eq(e.op_context, &actx[1]);
+			r = true;
+		}
+		if (fi_cq_read(a.cq, &e, 1) == 1) {
+			cr_assert_eq(e.op_context, &sctx[1]);
+			t = true;
+		}
+	}
+
+	struct Case {
+		const char *name;
+		size_t len;
+		bool no_mr; /* the sender's device has no MR left: long-read falls back */
+	} cases[] = {{"eager", 100, false},
+		     {"medium", 20000, false},
+		     {"long-CTS", 256 << 10, false},
+		     {"long-read", 2 << 20, false},
+		     {"long-read falling back to long-CTS", 2 << 20, true}};
+	int k = 2;
+	for (const Case &c : cases) {
+		memset(rx.data(), 0, rx.size());
+		cr_assert_eq(fi_trecv(a.ep, rx.data(), rx.size(), nullptr, FI_ADDR_UNSPEC, 0, ~0ull, &actx[k]), 0);
+		std::vector<fid_mr *> hog;
+		static uint8_t page[64];
+		if (c.no_mr)
+			for (fid_mr *mr = nullptr; fi_mr_reg(g.dom, page, sizeof page, FI_SEND, 0, 0, 0, &mr, nullptr) == 0;)
+				hog.push_back(mr);
+		iovec iov{buf.data(), c.len};
+		fi_msg_tagged m{};
+		m.msg_iov = &iov;
+		m.iov_count = 1;
+		m.addr = fa[1];
+		m.tag = 5;
+		m.context = &sctx[k];
+		cr_assert_eq(fi_tsendmsg(s.ep, &m, FI_DELIVERY_COMPLETE | FI_COMPLETION), 0, "%s", c.name);
+		if (c.no_mr)
+			cr_assert_gt(hog.size(), 0u, "no MR was left to take");
+		for (fid_mr *mr : hog)
+			cr_assert_eq(fi_close(&mr->fid), 0);
+		complete_pair(s, a, &sctx[k], &actx[k], done, c.name);
+		cr_assert_eq(memcmp(rx.data(), buf.data(), c.len), 0, "%s: the data", c.name);
+		k++;
+	}
+	for (int i = 0; i < k; i++)
+		if (i != 1)
+			cr_assert_eq(done[&sctx[i]], 1, "send %d completed %d times", i, done[&sctx[i]]);
+
+	/* One more send, which waits for A's CTS; then A dies. That send fails, once, and
+	 * nothing else: no completed send is still tracked and completed again. */
+	cr_assert_eq(fi_tsend(s.ep, buf.data(), 256 << 10, nullptr, fa[1], 9, &sctx[7]), 0);
+	close_ep(a);
+	const auto end = Clock::now() + std::chrono::milliseconds(2 * (50 + 50 / 4 + 300 + 1000));
+	int failures = 0;
+	while (Clock::now() < end) {
+		fi_cq_tagged_entry e;
+		ssize_t n = fi_cq_read(s.cq, &e, 1);
+		if (n == -FI_EAVAIL) {
+			fi_cq_err_entry err{};
+			cr_assert_eq(fi_cq_readerr(s.cq, &err, 0), 1);
+			const long idx = long(static_cast<fi_context2 *>(err.op_context) - sctx);
+			cr_assert_eq(err.op_context, &sctx[7],
+				     "after the peer died: an error completion (%s) of send %ld, which completed already",
+				     fi_strerror(err.err), idx);
+			cr_assert_eq(err.err, FI_EHOSTUNREACH);
+			failures++;
+			continue;
+		}
+		cr_assert_eq(n, -FI_EAGAIN, "after the peer died: a completion (%zd)", n);
+	}
+	cr_assert_eq(failures, 1, "the waiting send failed %d times", failures);
+	close_ep(s);
 	close_env();
 }

@@ -137,8 +137,6 @@ ssize_t Ep::send(const SendArgs &a)
 	op->data = a.data;
 	op->msg_id = p->next_tx_id++;
 	op->need_receipt = a.flags & FI_DELIVERY_COMPLETE;
-	if (op->need_receipt && proto != Proto::LongCts)
-		p->receipts[op->msg_id] = op;
 	const uint16_t flags = req_flags(*p) | (data ? kFlagCqData : 0) | (op->need_receipt ? kFlagDeliveryComplete : 0);
 	const uint8_t tagbit = a.tagged ? 1 : 0;
 	/* The read-based protocol, unless the buffer cannot be registered: then long-CTS
@@ -148,6 +146,10 @@ ssize_t Ep::send(const SendArgs &a)
 			return 0;
 		proto = op->proto = Proto::LongCts;
 	}
+	/* The RECEIPT of an eager or medium message names it by message id; long-CTS has
+	 * a send id, long-read completes on EOR (also by send id). */
+	if (op->need_receipt && (proto == Proto::Eager || proto == Proto::Medium))
+		p->receipts[op->msg_id] = op;
 
 	auto begin = [&](PktWriter &w, Pkt *pkt) {
 		(void)pkt;
@@ -448,8 +450,12 @@ void Ep::finish_tx(TxOp *op)
 		tx_pending.unlink(op);
 	if (op->id)
 		tx_ids.remove(op->id);
-	if (op->need_receipt && !op->got_receipt && !op->id)
-		op->peer->receipts.erase(op->msg_id);
+	/* Whatever ended it (its RECEIPT, an error), an operation leaves the receipt map. */
+	if (op->need_receipt) {
+		auto it = op->peer->receipts.find(op->msg_id);
+		if (it != op->peer->receipts.end() && it->second == op)
+			op->peer->receipts.erase(it);
+	}
 	complete_tx(*op);
 	txops.put(op);
 }
