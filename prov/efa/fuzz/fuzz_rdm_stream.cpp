@@ -6,7 +6,7 @@
  * then packets, each a 2-byte length and its bytes.
  *
  * Checked against a model: ids come out consecutively from the first expected id, each
- * chain holds only its id, no packet comes out twice, and at teardown every packet the
+ * chain holds only its id, ids reach() or more ahead are refused without being taken, no packet comes out twice, and at teardown every packet the
  * buffer took is either delivered or handed back by clear().
  */
 #include "fuzz.h"
@@ -63,6 +63,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		const auto verdict = rob.classify(id);
 		if (verdict == ReorderBuffer<Item>::Verdict::Past) {
 			FUZZ_CHECK(int32_t(id - expect) < 0);
+			continue;
+		}
+		if (verdict == ReorderBuffer<Item>::Verdict::Refused) {
+			FUZZ_CHECK(id - expect >= rob.reach() && id - expect < 0x80000000u);
+			FUZZ_CHECK(rob.accept(id, nullptr) == verdict); /* takes nothing */
 			continue;
 		}
 		items.push_back(std::make_unique<Item>());

@@ -300,3 +300,30 @@ Test(reorder, void_run_skips_ids)
 		cr_assert_eq(rb.classify(first + 10), Rb::Verdict::Past, "a voided id is past");
 	}
 }
+
+/* Ids reach() = max(window, 16384) or more ahead are refused and not taken; the ring
+ * holds the window, the overflow list up to the reach; find() sees both. */
+Test(reorder, ids_beyond_the_reach_are_refused)
+{
+	for (uint32_t window : {16u, 16384u, 65536u}) {
+		Rb rb(window, 100);
+		const uint32_t reach = window > 16384 ? window : 16384;
+		cr_assert_eq(rb.reach(), reach);
+		Item near, far, beyond, way;
+		near.id = 101;
+		far.id = 100 + reach - 1;
+		beyond.id = 100 + reach;
+		way.id = 100 + 0x7fffffffu;
+		cr_assert_eq(rb.classify(beyond.id), Rb::Verdict::Refused);
+		cr_assert_eq(rb.accept(beyond.id, &beyond), Rb::Verdict::Refused);
+		cr_assert_eq(rb.accept(way.id, &way), Rb::Verdict::Refused);
+		cr_assert_eq(rb.accept(near.id, &near), Rb::Verdict::Queued);
+		cr_assert_eq(rb.accept(far.id, &far), Rb::Verdict::Queued);
+		cr_assert_eq(rb.queued(), 2u);
+		cr_assert_eq(rb.find(101), &near);
+		cr_assert_eq(rb.find(far.id), &far);
+		cr_assert_null(rb.find(102));
+		cr_assert_null(rb.find(beyond.id));
+		rb.clear([](Item *) {});
+	}
+}

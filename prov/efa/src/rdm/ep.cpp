@@ -456,9 +456,11 @@ int Ep::close()
 		rx_pkts.reset();
 		enabled = false;
 	}
-	if (dropped_malformed || dropped_unknown || dropped_dup)
-		EFA_INFO(EpCtrl, "efa endpoint closed: dropped %lu malformed, %lu from unknown senders, %lu duplicate packets",
-			 (unsigned long)dropped_malformed, (unsigned long)dropped_unknown, (unsigned long)dropped_dup);
+	if (dropped_malformed || dropped_unknown || dropped_dup || dropped_far)
+		EFA_INFO(EpCtrl, "efa endpoint closed: dropped %lu malformed, %lu from unknown senders, %lu duplicate packets, "
+			 "%lu requests beyond the reorder reach",
+			 (unsigned long)dropped_malformed, (unsigned long)dropped_unknown, (unsigned long)dropped_dup,
+			 (unsigned long)dropped_far);
 	release_bindings();
 	retire(this);
 	return 0;

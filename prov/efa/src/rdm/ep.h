@@ -34,6 +34,7 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -100,6 +101,7 @@ struct Peer : IListNode<Peer> {
 	bool hs_got = false;   /* theirs arrived */
 	uint64_t features = 0; /* theirs */
 	uint32_t max_payload = 0;
+	uint32_t rx_window = 0; /* theirs (0: not known yet) */
 	/* Medium messages being reassembled, by message id. */
 	std::unordered_map<uint32_t, MsgRx *> active;
 	/* Our sends waiting for a RECEIPT, by message id. */
@@ -208,6 +210,9 @@ struct MsgRx : IListNode<MsgRx> {
 	/* Bytes placed; with long-CTS, the window granted so far. */
 	uint64_t received = 0;
 	uint64_t granted = 0;
+	/* MEDIUM: the segments taken so far (offset, length), sorted by offset; a segment
+	 * that overlaps one of them is a duplicate and is dropped. */
+	std::vector<std::pair<uint64_t, uint64_t>> segs;
 	/* Until matched: the packets that arrived (copies), in order. */
 	IList<Pkt> held;
 	/* Once matched (or discarded): */
@@ -377,6 +382,8 @@ struct Ep : EpBase {
 	/* Statistics, for logs and tests. */
 	uint64_t dropped_malformed = 0, dropped_unknown = 0, dropped_dup = 0, rnr_resends = 0;
 	bool warned_malformed = false;
+	bool warned_far = false;
+	uint64_t dropped_far = 0; /* requests beyond the reorder reach */
 
 	/* fi_enable: enable() sets up the QP and packets (endpoint lock held); the caller
 	 * then attaches to the CQs without it, and start() posts the receive buffers. */
@@ -444,6 +451,10 @@ struct Ep : EpBase {
 	void repost(Pkt *pkt);
 	Pkt *copy_of(const Pkt &pkt);
 	void free_copy(Pkt *pkt);
+	/* Records a MEDIUM segment of m; false when it overlaps one taken already. */
+	static bool take_segment(MsgRx &m, const Parsed &pk);
+	/* Whether an ordered REQ for an id ahead duplicates what is queued for that id. */
+	static bool queued_dup(const Pkt *chain, const Parsed &pk);
 
 	/* rdm/peer.cpp */
 	Peer *peer_for_addr(fi_addr_t addr);
@@ -454,6 +465,19 @@ struct Ep : EpBase {
 	bool held_back(const Peer &p) const
 	{
 		return rm_enabled && (!p.queued.empty() || now_ns() < p.backoff_until);
+	}
+	/* A new message id for p would be the reorder reach (protocol.md section 7) or more
+	 * ahead of the oldest refused id p has not been told to skip (FI_RM_DISABLED). */
+	bool ids_full(const Peer &p) const
+	{
+		if (!p.void_pkt)
+			return false;
+		uint32_t oldest = reinterpret_cast<const RtmHdr *>(p.void_pkt->buf)->msg_id;
+		for (const auto &r : p.voids)
+			if (int32_t(r.first - oldest) < 0)
+				oldest = r.first;
+		const uint32_t reach = std::max(p.rx_window, ReorderBuffer<Pkt>::kMinReach);
+		return p.next_tx_id - oldest >= reach;
 	}
 	void void_ids(Peer &p, Pkt *pkt, uint32_t id);
 	void void_next(Peer &p, Pkt *pkt);

@@ -242,6 +242,7 @@ void Ep::handle_handshake(Peer &p, const Parsed &pk)
 	p.hs_got = true;
 	p.features = hs.features;
 	p.max_payload = hs.max_payload;
+	p.rx_window = hs.rx_window;
 }
 
 /* ------------------------------------------------------------------ posting */

@@ -192,6 +192,7 @@ void Ep::start_msg(Peer &p, Pkt *pkt, const Parsed &pk)
 	case PktType::MediumTag:
 		m->msg_len = pk.as<MediumHdr>().msg_len;
 		p.active[m->msg_id] = m;
+		take_segment(*m, pk);
 		break;
 	case PktType::LongCtsMsg:
 	case PktType::LongCtsTag:
@@ -237,12 +238,30 @@ void Ep::route_segment(Peer &p, const Pkt &pkt, const Parsed &pk)
 		return;
 	}
 	MsgRx *m = it->second;
+	if (!take_segment(*m, pk)) {
+		/* A segment already taken: counting its bytes twice would complete the message
+		 * while another segment is missing. */
+		dropped_dup++;
+		return;
+	}
 	if (!m->bound) {
 		m->held.push_back(copy_of(pkt)); /* not matched yet */
 		return;
 	}
 	place(*m, pk);
 	advance_msg(m);
+}
+
+bool Ep::take_segment(MsgRx &m, const Parsed &pk)
+{
+	const uint64_t off = pk.as<MediumHdr>().seg_off, end = off + pk.payload_len;
+	auto it = std::lower_bound(m.segs.begin(), m.segs.end(), std::make_pair(off, uint64_t(0)));
+	if (it != m.segs.end() && it->first < end)
+		return false;
+	if (it != m.segs.begin() && std::prev(it)->first + std::prev(it)->second > off)
+		return false;
+	m.segs.emplace(it, off, pk.payload_len);
+	return true;
 }
 
 void Ep::place(MsgRx &m, const Parsed &pk)

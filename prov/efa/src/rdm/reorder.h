@@ -7,9 +7,11 @@
  * buffer only links them. Several items may share an id (the segments of a medium
  * message): they are chained and come out together, in arrival order.
  *
- * Invariants: every queued id is ahead of expected(); ids less than max_window ahead
- * live in the ring (slot id & (capacity - 1)), the others on the overflow list until
- * expected() comes within max_window of them. An idle buffer holds no memory beyond the
+ * Invariants: every queued id is ahead of expected(), by less than reach() =
+ * max(max_window, kMinReach); ids less than max_window ahead live in the ring (slot
+ * id & (capacity - 1)), the others on the overflow list until expected() comes within
+ * max_window of them. An id reach() or more ahead is refused: no conforming sender
+ * gets that far ahead (protocol.md section 7), so memory is bounded by reach() ids. An idle buffer holds no memory beyond the
  * object itself; the ring is allocated at the first out-of-order item (16 slots) and
  * doubles as deeper reordering demands, up to max_window slots.
  */
@@ -35,9 +37,13 @@ public:
 		Queued,	 /* ahead of expected(): kept until pop() returns it */
 		Past,	 /* behind expected(): a later segment of a message being received,
 			  * or a duplicate; the buffer did not take it */
+		Refused, /* reach() or more ahead: a peer that breaks the protocol; not taken */
 	};
 
 	static constexpr uint32_t kMinSlots = 16;
+	/* How far ahead of expected() ids are kept when the ring is smaller (the protocol's
+	 * promise to senders: protocol.md section 7). */
+	static constexpr uint32_t kMinReach = 16384;
 
 	/* max_window: a power of two >= kMinSlots (the protocol's rx_window). */
 	explicit ReorderBuffer(uint32_t max_window = 16384, uint32_t first_id = 0)
@@ -51,6 +57,19 @@ public:
 	size_t queued() const { return queued_; }
 	uint32_t capacity() const { return cap_; }
 	uint32_t max_window() const { return max_; }
+	uint32_t reach() const { return max_ > kMinReach ? max_ : kMinReach; }
+
+	/* The chain queued for id (linked by rb_next), or null. */
+	T *find(uint32_t id) const
+	{
+		const uint32_t d = id - expected_;
+		if (d < max_)
+			return cap_ && d < cap_ ? ring_[id & (cap_ - 1)] : nullptr;
+		for (T *c = overflow_; c; c = c->rb_over)
+			if (c->rb_id == id)
+				return c;
+		return nullptr;
+	}
 
 	/* What accept(id, ...) would answer, without taking anything: callers copy an item
 	 * that will be queued out of a buffer they must give back. */
@@ -59,6 +78,8 @@ public:
 		const uint32_t d = id - expected_;
 		if (d >= 0x80000000u)
 			return Verdict::Past;
+		if (d >= reach())
+			return Verdict::Refused;
 		if (d == 0 && !(cap_ && ring_[id & (cap_ - 1)]))
 			return Verdict::Deliver;
 		return Verdict::Queued;
@@ -69,6 +90,8 @@ public:
 		const uint32_t d = id - expected_;
 		if (d >= 0x80000000u)
 			return Verdict::Past;
+		if (d >= reach())
+			return Verdict::Refused;
 		item->rb_next = nullptr;
 		item->rb_over = nullptr;
 		item->rb_id = id;

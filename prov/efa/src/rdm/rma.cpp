@@ -281,7 +281,7 @@ ssize_t Ep::atomic(const AtomicArgs &a)
 	}
 	if (p->dead)
 		return dead_peer(*p);
-	if (held_back(*p))
+	if (held_back(*p) || ids_full(*p))
 		return -FI_EAGAIN;
 	if (tx_pkts.avail() < (p->hs_sent ? 1u : 2u))
 		return -FI_EAGAIN;

@@ -124,7 +124,22 @@ void Ep::ordered_req(Peer &p, Pkt *pkt, const Parsed &pk)
 		route_segment(p, *pkt, pk);
 		return;
 	case ReorderBuffer<Pkt>::Verdict::Queued:
+		/* A duplicate waits for nothing: dropped now rather than copied and queued. */
+		if (queued_dup(p.rob.find(id), pk)) {
+			dropped_dup++;
+			return;
+		}
 		p.rob.accept(id, copy_of(*pkt));
+		return;
+	case ReorderBuffer<Pkt>::Verdict::Refused:
+		dropped_far++;
+		if (!warned_far) {
+			warned_far = true;
+			EFA_WARN(EpData, "a request from %s is %u message ids ahead of the next one expected, beyond the "
+				 "reorder reach of %u (protocol.md section 7): dropped; the peer does not follow the "
+				 "protocol (further ones are counted, not logged)",
+				 addr_to_string(p.raw).c_str(), id - p.rob.expected(), p.rob.reach());
+		}
 		return;
 	case ReorderBuffer<Pkt>::Verdict::Deliver:
 		p.rob.accept(id, pkt);
@@ -151,6 +166,23 @@ void Ep::ordered_req(Peer &p, Pkt *pkt, const Parsed &pk)
 			chain = next;
 		}
 	}
+}
+
+bool Ep::queued_dup(const Pkt *chain, const Parsed &pk)
+{
+	if (!chain)
+		return false;
+	/* Only MEDIUM has several packets per id; they differ by offset. */
+	if (pk.type != PktType::MediumMsg && pk.type != PktType::MediumTag)
+		return true;
+	const uint64_t off = pk.as<MediumHdr>().seg_off;
+	for (const Pkt *c = chain; c; c = c->rb_next) {
+		Parsed q;
+		if (parse(c->buf, c->len, q) != ParseError::None || q.type != pk.type ||
+		    q.as<MediumHdr>().seg_off == off)
+			return true;
+	}
+	return false;
 }
 
 void Ep::process_req(Peer &p, Pkt *pkt, const Parsed &pk)

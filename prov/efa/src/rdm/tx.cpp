@@ -97,7 +97,7 @@ ssize_t Ep::send(const SendArgs &a)
 	}
 	if (p->dead)
 		return dead_peer(*p);
-	if (held_back(*p))
+	if (held_back(*p) || ids_full(*p))
 		return -FI_EAGAIN;
 
 	const bool data = a.flags & FI_REMOTE_CQ_DATA;

@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The efa fabric's receive path against a peer that breaks the protocol: a raw SRD
+ * queue pair of the software device (simtest.h's Node), in this process, sends packets
+ * built by hand (rdm/pkt.h) to an efa endpoint opened through libfabric. Each packet is
+ * acknowledged by the endpoint's device before the endpoint reads its CQ once, so the
+ * endpoint processes the packets one by one, in the order sent (no sleeps).
+ *
+ *   - a duplicated MEDIUM segment, while another segment is missing, does not complete
+ *     the message early: it completes once, whole, when the missing one arrives;
+ *   - duplicates of a request ahead of the expected id are dropped, not kept: 20 000 of
+ *     them leave the process's memory where it was;
+ *   - requests reach() = max(rx window, 16384) or more ids ahead are refused: the ones
+ *     within the reach are delivered once the gap closes, the others never.
+ */
+#include "rdm/pkt.h"
+#include "simtest.h"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include <fstream>
+#include <memory>
+
+using namespace efa;
+using namespace efa::rdm;
+using namespace simtest;
+
+namespace {
+
+struct Target {
+	fi_info *info = nullptr;
+	fid_fabric *fab = nullptr;
+	fid_domain *dom = nullptr;
+	fid_av *av = nullptr;
+	fid_cq *cq = nullptr;
+	fid_ep *ep = nullptr;
+	RawAddr addr{};
+};
+
+void open_target(Target &t)
+{
+	setenv("FI_PROVIDER_PATH", EFA_TEST_PROV_DIR, 1);
+	setenv("FI_PROVIDER", "efa", 1);
+	setenv("FI_EFA_SIM", "1", 1);
+	setenv("FI_EFA_SIM_PATH", EFA_TEST_SIM_PATH, 1);
+	setenv("FI_LOG_LEVEL", "warn", 0);
+	fi_info *hints = fi_allocinfo();
+	hints->caps = FI_MSG | FI_SEND | FI_RECV;
+	hints->mode = FI_CONTEXT | FI_CONTEXT2;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->domain_attr->mr_mode = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+	hints->fabric_attr->prov_name = strdup("efa");
+	hints->fabric_attr->name = strdup("efa");
+	int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &t.info);
+	fi_freeinfo(hints);
+	cr_assert_eq(ret, 0, "fi_getinfo (fabric efa): %s", fi_strerror(-ret));
+	cr_assert_eq(fi_fabric(t.info->fabric_attr, &t.fab, nullptr), 0);
+	cr_assert_eq(fi_domain(t.fab, t.info, &t.dom, nullptr), 0);
+	fi_av_attr aa{};
+	aa.type = FI_AV_TABLE;
+	cr_assert_eq(fi_av_open(t.dom, &aa, &t.av, nullptr), 0);
+	fi_cq_attr ca{};
+	ca.format = FI_CQ_FORMAT_MSG;
+	cr_assert_eq(fi_cq_open(t.dom, &ca, &t.cq, nullptr), 0);
+	cr_assert_eq(fi_endpoint(t.dom, t.info, &t.ep, nullptr), 0);
+	cr_assert_eq(fi_ep_bind(t.ep, &t.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	cr_assert_eq(fi_ep_bind(t.ep, &t.av->fid, 0), 0);
+	cr_assert_eq(fi_enable(t.ep), 0);
+	size_t len = sizeof t.addr;
+	cr_assert_eq(fi_getname(&t.ep->fid, &t.addr, &len), 0);
+}
+
+void close_target(Target &t)
+{
+	fi_close(&t.ep->fid);
+	fi_close(&t.cq->fid);
+	fi_close(&t.av->fid);
+	fi_close(&t.dom->fid);
+	fi_close(&t.fab->fid);
+	fi_freeinfo(t.info);
+}
+
+/* The forging peer: a raw SRD QP that sends hand-built packets to the target. */
+struct Forger {
+	explicit Forger(const Target &t) : node(opts())
+	{
+		std::memcpy(to.gid.raw, t.addr.gid, 16);
+		to.qpn = t.addr.qpn;
+		to.qkey = t.addr.qkey;
+		ah = node.ah_for(to);
+		mr = node.reg(buf.data(), buf.size());
+		std::memcpy(self.gid, node.self.gid.raw, 16);
+		self.qpn = uint16_t(node.self.qpn);
+		self.qkey = node.self.qkey;
+		/* Room for what the target sends back (its HANDSHAKE). */
+		for (uint32_t i = 0; i < 32; i++)
+			node.post_recv(mr, rx(i), 9000, 1000 + i);
+	}
+	static NodeOpts opts()
+	{
+		NodeOpts o;
+		o.sq = 64;
+		o.rq = 64;
+		o.qkey = 0x51515151;
+		o.rnr_retry = 7;
+		return o;
+	}
+	static constexpr size_t kSlot = 9000, kSlots = 8;
+	uint8_t *tx(size_t i) { return buf.data() + i * kSlot; }
+	uint8_t *rx(uint32_t i) { return buf.data() + (kSlots + i) * kSlot; }
+
+	/* An ordered REQ: EAGER (seg_off unused) or MEDIUM (msg_len, seg_off). */
+	size_t build(PktType type, uint32_t id, const uint8_t *data, size_t n, uint64_t msg_len = 0, uint64_t off = 0,
+		     size_t slot = 0)
+	{
+		PktWriter w(tx(slot), kSlot);
+		RtmHdr *h;
+		if (type == PktType::MediumMsg) {
+			MediumHdr *m = w.header<MediumHdr>(type, self.qkey, kFlagRawAddr);
+			m->msg_len = msg_len;
+			m->seg_off = off;
+			h = &m->rtm;
+		} else {
+			h = &w.header<EagerHdr>(type, self.qkey, kFlagRawAddr)->rtm;
+		}
+		h->msg_id = id;
+		h->seg_len = uint32_t(n);
+		cr_assert(w.raw_addr(self));
+		cr_assert(w.bytes(data, n));
+		return w.size();
+	}
+
+	/* Sends the packet in slot 0; returns once the target's device has it (acknowledged),
+	 * then lets the target process it (one CQ read). */
+	void send(size_t len, fid_cq *target_cq, std::vector<fi_cq_msg_entry> *got)
+	{
+		send_batch(std::vector<size_t>{len}, target_cq, got);
+	}
+
+	/* The packets in slots 0 .. lens.size() - 1, in any order among themselves; returns
+	 * once the target's device has them all, then lets the target process them. */
+	void send_batch(const std::vector<size_t> &lens, fid_cq *target_cq, std::vector<fi_cq_msg_entry> *got)
+	{
+		cr_assert_leq(lens.size(), kSlots);
+		for (size_t i = 0; i < lens.size(); i++)
+			cr_assert_eq(node.post(IBV_WR_SEND, ah, to, mr, tx(i), uint32_t(lens[i]), i + 1), 0);
+		for (size_t acked = 0; acked < lens.size();) {
+			for (const Completion &c : node.wait(1)) {
+				if (c.wr_id >= 1 && c.wr_id <= lens.size()) {
+					cr_assert_eq(c.status, IBV_WC_SUCCESS, "the target's device refused the packet");
+					acked++;
+				} else if (c.wr_id >= 1000) {
+					const uint32_t i = uint32_t(c.wr_id - 1000);
+					node.post_recv(mr, rx(i), 9000, c.wr_id);
+				}
+			}
+		}
+		drain(target_cq, got);
+	}
+
+	static void drain(fid_cq *cq, std::vector<fi_cq_msg_entry> *got)
+	{
+		fi_cq_msg_entry e[16];
+		for (;;) {
+			ssize_t n = fi_cq_read(cq, e, 16);
+			if (n == -FI_EAGAIN)
+				return;
+			cr_assert_gt(n, 0, "fi_cq_read: %zd (%s)", n, fi_strerror(int(-n)));
+			if (got)
+				got->insert(got->end(), e, e + n);
+		}
+	}
+
+	Node node;
+	Addr to{};
+	RawAddr self{};
+	ibv_ah *ah = nullptr;
+	std::vector<uint8_t> buf = std::vector<uint8_t>(2 * kSlots * kSlot);
+	ibv_mr *mr = nullptr;
+};
+
+size_t rss_bytes()
+{
+	std::ifstream f("/proc/self/statm");
+	size_t pages = 0, resident = 0;
+	f >> pages >> resident;
+	return resident * size_t(sysconf(_SC_PAGESIZE));
+}
+
+} // namespace
+
+Test(rdm_inject, duplicate_medium_segment_does_not_complete_early)
+{
+	Target t;
+	open_target(t);
+	Forger f(t);
+	constexpr size_t kSeg = 1000, kLen = 3 * kSeg;
+	std::vector<uint8_t> msg(kLen), a(kLen), b(64);
+	for (size_t i = 0; i < kLen; i++)
+		msg[i] = uint8_t(i * 31 + 5);
+	fi_context2 ca{}, cb{};
+	cr_assert_eq(fi_recv(t.ep, a.data(), a.size(), nullptr, FI_ADDR_UNSPEC, &ca), 0);
+	cr_assert_eq(fi_recv(t.ep, b.data(), b.size(), nullptr, FI_ADDR_UNSPEC, &cb), 0);
+	std::vector<fi_cq_msg_entry> got;
+	/* Message 0: segment 0, segment 0 again, segment 1; segment 2 missing. */
+	f.send(f.build(PktType::MediumMsg, 0, msg.data(), kSeg, kLen, 0), t.cq, &got);
+	f.send(f.build(PktType::MediumMsg, 0, msg.data(), kSeg, kLen, 0), t.cq, &got);
+	f.send(f.build(PktType::MediumMsg, 0, msg.data() + kSeg, kSeg, kLen, kSeg), t.cq, &got);
+	/* Message 1, processed after all that. */
+	f.send(f.build(PktType::EagerMsg, 1, msg.data(), 64), t.cq, &got);
+	cr_assert_eq(got.size(), 1u, "%zu completions; only message 1 is whole", got.size());
+	cr_assert_eq(got[0].op_context, &cb, "message 0 completed with a segment missing");
+	got.clear();
+	f.send(f.build(PktType::MediumMsg, 0, msg.data() + 2 * kSeg, kSeg, kLen, 2 * kSeg), t.cq, &got);
+	cr_assert_eq(got.size(), 1u);
+	cr_assert_eq(got[0].op_context, &ca);
+	cr_assert_eq(got[0].len, kLen);
+	cr_assert_eq(memcmp(a.data(), msg.data(), kLen), 0, "message 0's bytes");
+	Forger::drain(t.cq, &got);
+	cr_assert_eq(got.size(), 1u, "a completion after the last one");
+	close_target(t);
+}
+
+Test(rdm_inject, duplicates_ahead_are_dropped_not_kept)
+{
+	Target t;
+	open_target(t);
+	Forger f(t);
+	constexpr size_t kDups = 20000 / Forger::kSlots * Forger::kSlots, kLen = 8000;
+	std::vector<uint8_t> msg(kLen, 0x6b), r0(kLen), r1(kLen), r2(kLen);
+	fi_context2 c[3]{};
+	cr_assert_eq(fi_recv(t.ep, r0.data(), kLen, nullptr, FI_ADDR_UNSPEC, &c[0]), 0);
+	cr_assert_eq(fi_recv(t.ep, r1.data(), kLen, nullptr, FI_ADDR_UNSPEC, &c[1]), 0);
+	cr_assert_eq(fi_recv(t.ep, r2.data(), kLen, nullptr, FI_ADDR_UNSPEC, &c[2]), 0);
+	std::vector<fi_cq_msg_entry> got;
+	f.send(f.build(PktType::EagerMsg, 1, msg.data(), kLen), t.cq, &got); /* ahead: kept */
+	const size_t before = rss_bytes();
+	std::vector<size_t> lens;
+	for (size_t i = 0; i < Forger::kSlots; i++)
+		lens.push_back(f.build(PktType::EagerMsg, 1, msg.data(), kLen, 0, 0, i));
+	for (size_t i = 0; i < kDups; i += lens.size())
+		f.send_batch(lens, t.cq, &got);
+	const size_t grown = rss_bytes() - std::min(before, rss_bytes());
+	cr_log_info("%zu duplicates ahead: the process grew by %zu KiB", kDups, grown >> 10);
+	cr_assert_lt(grown, size_t(32) << 20, "%zu duplicates ahead grew the process by %zu MiB: they were kept",
+		     kDups, grown >> 20);
+	cr_assert_eq(got.size(), 0u);
+	f.send(f.build(PktType::EagerMsg, 0, msg.data(), 100), t.cq, &got);
+	cr_assert_eq(got.size(), 2u, "%zu completions: messages 0 and 1, once each", got.size());
+	cr_assert_eq(got[0].op_context, &c[0]);
+	cr_assert_eq(got[0].len, 100u);
+	cr_assert_eq(got[1].op_context, &c[1]);
+	cr_assert_eq(got[1].len, kLen);
+	close_target(t);
+}
+
+Test(rdm_inject, requests_beyond_the_reach_are_refused)
+{
+	setenv("FI_EFA_RECVWIN_SIZE", "16", 1);
+	Target t;
+	open_target(t);
+	Forger f(t);
+	constexpr uint32_t kReach = 16384, kBeyond = 100;
+	std::vector<fi_cq_msg_entry> got;
+	uint8_t payload[16];
+	/* Ids 1 .. reach + kBeyond - 1, with 0 missing: the last kBeyond are too far. */
+	std::vector<size_t> lens;
+	for (uint32_t id = 1; id < kReach + kBeyond; id++) {
+		std::memcpy(payload, &id, sizeof id);
+		lens.push_back(f.build(PktType::EagerMsg, id, payload, sizeof payload, 0, 0, lens.size()));
+		if (lens.size() == Forger::kSlots || id + 1 == kReach + kBeyond) {
+			f.send_batch(lens, t.cq, &got);
+			lens.clear();
+		}
+	}
+	uint32_t zero = 0;
+	std::memcpy(payload, &zero, sizeof zero);
+	f.send(f.build(PktType::EagerMsg, 0, payload, sizeof payload), t.cq, &got);
+	cr_assert_eq(got.size(), 0u);
+	/* Every message within the reach is there, in order; then nothing. */
+	std::vector<uint8_t> rb(16);
+	fi_context2 ctx{};
+	for (uint32_t k = 0;; k++) {
+		cr_assert_eq(fi_recv(t.ep, rb.data(), rb.size(), nullptr, FI_ADDR_UNSPEC, &ctx), 0);
+		got.clear();
+		Forger::drain(t.cq, &got);
+		if (k == kReach) {
+			cr_assert_eq(got.size(), 0u, "message %u, beyond the reach, was delivered", k);
+			cr_assert_eq(fi_cancel(&t.ep->fid, &ctx), 0);
+			break;
+		}
+		cr_assert_eq(got.size(), 1u, "message %u (within the reach) is missing", k);
+		uint32_t id;
+		std::memcpy(&id, rb.data(), sizeof id);
+		cr_assert_eq(id, k, "message %u came out as %u", k, id);
+	}
+	close_target(t);
+}
