@@ -166,7 +166,7 @@ Test(pkt, base_header_checks)
 	b.b[1] = 2; /* version */
 	cr_assert_eq(parse(b.b, len, p), ParseError::Version);
 	b.b[1] = kProtoVersion;
-	for (int t : {0, 9, 15, 24, 31, 35, 64, 128, 255}) {
+	for (int t : {0, 10, 15, 24, 31, 35, 64, 128, 255}) {
 		b.b[0] = uint8_t(t);
 		cr_assert_eq(parse(b.b, len, p), ParseError::Type, "type %d", t);
 	}

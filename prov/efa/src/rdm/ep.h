@@ -158,6 +158,7 @@ struct TxOp : IListNode<TxOp> {
 	uint64_t done = 0;    /* emulated read / atomic response: bytes received */
 	uint32_t inflight = 0;
 	bool need_receipt = false;
+	bool notice = false; /* a device write with CQ data: WRITE_DATA once it is acknowledged */
 	bool got_receipt = false;
 	bool responder = false; /* the target side of an emulated read: sends READRSP */
 	int err = 0;	     /* first error (positive FI_E*) */
@@ -314,6 +315,8 @@ struct Ctl {
 	uint32_t b;   /* msg_id */
 	uint32_t err;
 	std::vector<uint8_t> payload;
+	uint64_t data = 0; /* WriteData: the remote CQ data and the write's length */
+	uint64_t len = 0;
 };
 
 /* The arguments of every receive-like call. */
@@ -428,7 +431,7 @@ struct Ep : EpBase {
 	/* rdm/rma.cpp: the initiator */
 	ssize_t rma(const RmaArgs &a);
 	ssize_t atomic(const AtomicArgs &a);
-	bool device_rma_ok(const TxOp &op, bool write, bool with_data) const;
+	bool device_rma_ok(const TxOp &op, bool write) const;
 	void post_device_rma(TxOp &op, bool write);
 	void handle_read_rsp(Peer &p, const Parsed &pk);
 	void handle_atom_rsp(Peer &p, const Parsed &pk);
@@ -480,6 +483,7 @@ struct Ep : EpBase {
 		return p.next_tx_id - oldest >= reach;
 	}
 	void void_ids(Peer &p, Pkt *pkt, uint32_t id);
+	void handle_write_data(Peer &p, const Parsed &pk);
 	void void_next(Peer &p, Pkt *pkt);
 	Peer *peer_from_wc(const verbs::Wc &wc, const Parsed &pk);
 	Peer *known_peer(uint16_t ahn, uint32_t qpn, uint32_t conn);

@@ -27,6 +27,7 @@ TypeInfo info_of(PktType t)
 	case PktType::ReadRsp: return {"READRSP", sizeof(ReadRspHdr), 0, false, false};
 	case PktType::AtomRsp: return {"ATOMRSP", sizeof(RspHdr), 0, false, false};
 	case PktType::Error: return {"ERROR", sizeof(ErrorHdr), 0, false, false};
+	case PktType::WriteData: return {"WRITE_DATA", sizeof(WriteDataHdr), kFlagCqData, false, false};
 	case PktType::EagerMsg: return {"EAGER_MSG", sizeof(EagerHdr), kReqMsgFlags | kFlagVoid, true, true};
 	case PktType::EagerTag: return {"EAGER_TAG", sizeof(EagerHdr), kReqMsgFlags | kFlagVoid, true, true};
 	case PktType::MediumMsg: return {"MEDIUM_MSG", sizeof(MediumHdr), kReqMsgFlags, true, true};
@@ -204,6 +205,12 @@ ParseError parse(const void *buf, size_t len, Parsed &out)
 	case PktType::Receipt:
 		if (rest)
 			return ParseError::Length;
+		break;
+	case PktType::WriteData:
+		if (rest)
+			return ParseError::Length;
+		if (!(base->flags & kFlagCqData))
+			return ParseError::Flags;
 		break;
 	case PktType::AtomRsp:
 		if (r.as<RspHdr>().seg_len != rest)

@@ -36,6 +36,7 @@ enum class PktType : uint8_t {
 	ReadRsp = 6,
 	AtomRsp = 7,
 	Error = 8,
+	WriteData = 9,
 	EagerMsg = 16,
 	EagerTag = 17,
 	MediumMsg = 18,
@@ -146,6 +147,16 @@ struct EorHdr {
 	uint32_t recv_id;
 };
 static_assert(sizeof(EorHdr) == 16);
+
+/* The remote CQ data of a device RDMA write, sent once the write is acknowledged; the
+ * data travels in the CQ_DATA optional header, which it must carry. */
+struct WriteDataHdr {
+	BaseHdr base;
+	uint32_t pad;
+	uint32_t reserved;
+	uint64_t len; /* the write's length */
+};
+static_assert(sizeof(WriteDataHdr) == 24);
 
 struct ReceiptHdr {
 	BaseHdr base;

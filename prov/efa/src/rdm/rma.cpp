@@ -19,16 +19,15 @@ namespace efa::rdm {
 
 /* ------------------------------------------------------------------ RMA */
 
-bool Ep::device_rma_ok(const TxOp &op, bool write, bool with_data) const
+bool Ep::device_rma_ok(const TxOp &op, bool write) const
 {
 	const Peer &p = *op.peer;
 	const uint64_t need = write ? kFeatRdmaWrite : kFeatRdmaRead;
 	if (!use_device_rdma || !p.hs_got || !(features & need) || !(p.features & need))
 		return false;
-	/* Write-with-immediate must not depend on receive buffers at either end. */
-	if (with_data && (!(features & kFeatUnsolicitedWriteRecv) || !(p.features & kFeatUnsolicitedWriteRecv) ||
-			  op.len > dom->dev->max_rdma_size()))
-		return false;
+	/* With CQ data too: a plain device write, then WRITE_DATA (post_device_rma); never
+	 * a write with immediate, whose completion at the target would take a CQ entry
+	 * that nothing reserved. */
 	if (op.iov_count > qp.features().max_send_sge)
 		return false;
 	for (size_t i = 0; i < op.iov_count; i++) {
@@ -67,8 +66,7 @@ void Ep::post_device_rma(TxOp &op, bool write)
 		Pkt *pkt = tx_pkt(*op.peer, &op); /* the work request's transmit credit */
 		const uint64_t raddr = op.rma[0].addr + off;
 		const uint32_t rkey = uint32_t(op.rma[0].key);
-		const bool last = off + n == op.len;
-		uint32_t vflags = imm && last ? uint32_t(verbs::kWithImm) : 0u;
+		uint32_t vflags = 0;
 		if (op.flags & FI_EFA_WR_HIGH_PPS)
 			vflags |= verbs::kHighPps;
 		int r = write ? qp.write(reinterpret_cast<uint64_t>(pkt), op.peer->dest, {sge, nsge}, rkey, raddr,
@@ -87,6 +85,7 @@ void Ep::post_device_rma(TxOp &op, bool write)
 	} while (off < op.len);
 	op.sent = op.len;
 	op.done = op.len;
+	op.notice = write && imm;
 }
 
 ssize_t Ep::rma(const RmaArgs &args)
@@ -155,7 +154,7 @@ ssize_t Ep::rma(const RmaArgs &args)
 	op->rma_count = 1;
 
 	const bool data = a.write && (a.flags & FI_REMOTE_CQ_DATA);
-	const bool device = !inject && device_rma_ok(*op, a.write, data);
+	const bool device = !inject && device_rma_ok(*op, a.write);
 	const size_t opt = (p->hs_got ? 0 : sizeof(RawAddr)) + (data ? kCqDataLen : 0);
 	const size_t room = mtu - sizeof(WriteReqHdr) - opt - sizeof(RmaIov);
 	const size_t seg = dom->dev->max_rdma_size();

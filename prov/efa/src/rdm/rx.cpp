@@ -96,6 +96,7 @@ void Ep::dispatch(Peer &p, Pkt *pkt, const Parsed &pk)
 	case PktType::ReadRsp: handle_read_rsp(p, pk); break;
 	case PktType::AtomRsp: handle_atom_rsp(p, pk); break;
 	case PktType::Error: handle_error(p, pk); break;
+	case PktType::WriteData: handle_write_data(p, pk); break;
 	case PktType::WriteReq: handle_write_req(p, pk); break;
 	case PktType::ReadReq: handle_read_req(p, pk); break;
 	case PktType::EagerMsg:

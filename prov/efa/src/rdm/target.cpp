@@ -151,6 +151,20 @@ void Ep::remote_write_imm(const verbs::Wc &wc)
 	rx_cq->push(e, src);
 }
 
+/* The remote CQ data of a device write from p (protocol.md section 9): it arrived in one
+ * of our receive packets, which hold a CQ entry each, so no peer can overrun the CQ. */
+void Ep::handle_write_data(Peer &p, const Parsed &pk)
+{
+	count(kCntrRemoteWrite, true);
+	if (!rx_cq)
+		return;
+	fi_cq_tagged_entry e{};
+	e.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
+	e.data = pk.cq_data & 0xffffffffu; /* cq_data_size is 4 */
+	e.len = size_t(pk.as<WriteDataHdr>().len);
+	rx_cq->push(e, p.addr);
+}
+
 /* ------------------------------------------------------------------ control packets */
 
 bool Ep::try_ctl(Ctl &c)
@@ -164,6 +178,12 @@ bool Ep::try_ctl(Ctl &c)
 		ReceiptHdr *h = w.header<ReceiptHdr>(PktType::Receipt, qkey);
 		h->send_id = c.a;
 		h->msg_id = c.b;
+		break;
+	}
+	case PktType::WriteData: {
+		WriteDataHdr *h = w.header<WriteDataHdr>(PktType::WriteData, qkey, kFlagCqData);
+		h->len = c.len;
+		w.cq_data(c.data);
 		break;
 	}
 	case PktType::Error: {

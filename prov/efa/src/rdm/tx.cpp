@@ -446,6 +446,12 @@ void Ep::finish_tx(TxOp *op)
 		if ((op->kind == TxKind::Read || op->proto == Proto::EmuAtomic) && !op->responder && op->done < op->len)
 			return; /* the response is still on its way */
 	}
+	/* A device write with CQ data is in place at the target: its CQ data follows in a
+	 * packet, which lands in one of the target's receive packets (protocol.md
+	 * section 9). */
+	if (op->notice && !op->err)
+		send_ctl(Ctl{op->peer, PktType::WriteData, 0, 0, 0, {}, op->data, op->len});
+	op->notice = false;
 	if (op->on_list())
 		tx_pending.unlink(op);
 	if (op->id)
