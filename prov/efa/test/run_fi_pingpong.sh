@@ -15,6 +15,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"; kill $(jobs -p) 2>/dev/null' EXIT
 fail=0
 port=$((40000 + $$ % 20000))
+# A guard against hangs, not a speed check: the verified tagged run (-c, up to 8 MiB;
+# fi_pingpong checks every byte) takes 35 s on an idle 2-core machine and more under
+# make -j2 check.
+limit=${EFA_PINGPONG_TIMEOUT:-240}
 
 shim="$top/prov/efa/test/.libs/liblisten_notify.so"
 test -f "$shim" || { echo "listen_notify shim not built: $shim"; exit 99; }
@@ -24,7 +28,7 @@ run() { # name, extra options...
 	shift
 	port=$((port + 1))
 	mkfifo "$work/ready.$port"
-	LD_PRELOAD="$shim" LISTEN_NOTIFY_FD=9 timeout -k 5 60 fi_pingpong -p efa -B $port "$@" \
+	LD_PRELOAD="$shim" LISTEN_NOTIFY_FD=9 timeout -k 5 "$limit" fi_pingpong -p efa -B $port "$@" \
 		> "$work/srv.$port.log" 2>&1 9> "$work/ready.$port" &
 	srv=$!
 	# One line when the server listens; end of file if it dies first.
@@ -34,7 +38,7 @@ run() { # name, extra options...
 		fail=1
 		return
 	fi
-	out=$(timeout -k 5 60 fi_pingpong -p efa -P $port "$@" 127.0.0.1 2>&1)
+	out=$(timeout -k 5 "$limit" fi_pingpong -p efa -P $port "$@" 127.0.0.1 2>&1)
 	crc=$?
 	wait $srv
 	src=$?
