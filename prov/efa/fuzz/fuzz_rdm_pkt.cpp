@@ -89,6 +89,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case PktType::EagerMsg:
 	case PktType::EagerTag:
 		FUZZ_CHECK(pk.as<EagerHdr>().rtm.seg_len == pk.payload_len);
+		if (pk.base->flags & kFlagVoid) /* a VOID run: no payload, 1..kMaxVoidRun ids */
+			FUZZ_CHECK(!pk.payload_len && pk.as<EagerHdr>().rtm.tag >= 1 &&
+				   pk.as<EagerHdr>().rtm.tag <= kMaxVoidRun);
 		place(pk, 0, pk.payload_len);
 		break;
 	case PktType::MediumMsg:
@@ -137,6 +140,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case PktType::Error:
 		FUZZ_CHECK(pk.as<ErrorHdr>().err && !pk.payload_len);
+		break;
+	case PktType::WriteData:
+		FUZZ_CHECK(pk.has_cq_data && !pk.payload_len);
 		break;
 	case PktType::Handshake:
 	case PktType::Eor:

@@ -65,7 +65,8 @@ Bytes build(PktType type, uint16_t flags, uint32_t niov, uint64_t iov_len, size_
 			p[i] = uint8_t(i * 7);
 	Parsed pk;
 	if (!w.ok() || parse(buf, w.size(), pk) != ParseError::None) {
-		std::fprintf(stderr, "gen_corpus: built an invalid %s\n", pkt_type_name(type));
+		std::fprintf(stderr, "gen_corpus: built an invalid %s (%s)\n", pkt_type_name(type),
+			     parse_error_str(parse(buf, w.size(), pk)));
 		std::exit(1);
 	}
 	return Bytes(buf, buf + w.size());
@@ -138,7 +139,10 @@ std::vector<std::pair<std::string, Bytes>> rdm_packets(uint32_t id, bool variant
 	}
 	if (!variants) /* the stream harness needs only ordered REQs */
 		return v;
-	add("EAGER_MSG_void", build<EagerHdr>(PktType::EagerMsg, kFlagVoid, 0, 0, 0, [&](EagerHdr &h) { h.rtm.msg_id = id; }));
+	add("EAGER_MSG_void", build<EagerHdr>(PktType::EagerMsg, kFlagVoid, 0, 0, 0, [&](EagerHdr &h) {
+		    h.rtm.msg_id = id;
+		    h.rtm.tag = 3; /* a run of three refused ids */
+	    }));
 	add("EAGER_MSG_dc", build<EagerHdr>(PktType::EagerMsg, kFlagDeliveryComplete, 0, 0, 8, [&](EagerHdr &h) {
 		    h.rtm.msg_id = id;
 		    h.rtm.seg_len = 8;
@@ -185,6 +189,9 @@ std::vector<std::pair<std::string, Bytes>> rdm_packets(uint32_t id, bool variant
 	add("ATOMRSP", build<RspHdr>(PktType::AtomRsp, 0, 0, 0, 8, [&](RspHdr &h) {
 		    h.recv_id = 2;
 		    h.seg_len = 8;
+	    }));
+	add("WRITE_DATA", build<WriteDataHdr>(PktType::WriteData, kFlagCqData, 0, 0, 0, [&](WriteDataHdr &h) {
+		    h.len = 4096;
 	    }));
 	add("ERROR", build<ErrorHdr>(PktType::Error, 0, 0, 0, 0, [&](ErrorHdr &h) {
 		    h.op_id = 1;
