@@ -23,7 +23,7 @@
 #include <infiniband/verbs.h>
 #include <dlfcn.h>
 
-#include "../sim/efasim.h"
+#include "loaded_sim.h"
 
 #include <chrono>
 #include <cstring>
@@ -61,30 +61,7 @@ Ep open_ep()
 	return e;
 }
 
-/* The software device's overrun count, through a second context of the library the
- * provider loaded (statistics are per device and process). */
-uint64_t cq_overruns()
-{
-	void *lib = dlopen(EFA_TEST_SIM_PATH, RTLD_NOW | RTLD_NOLOAD);
-	cr_assert_not_null(lib, "the provider loaded the software device");
-	auto get_list = reinterpret_cast<ibv_device **(*)(int *)>(dlsym(lib, "ibv_get_device_list"));
-	auto free_list = reinterpret_cast<void (*)(ibv_device **)>(dlsym(lib, "ibv_free_device_list"));
-	auto open_dev = reinterpret_cast<ibv_context *(*)(ibv_device *)>(dlsym(lib, "ibv_open_device"));
-	auto close_dev = reinterpret_cast<int (*)(ibv_context *)>(dlsym(lib, "ibv_close_device"));
-	auto query = reinterpret_cast<int (*)(ibv_context *, efasim_stats *, size_t)>(dlsym(lib, "efasim_query_stats"));
-	cr_assert(get_list && free_list && open_dev && close_dev && query);
-	int n = 0;
-	ibv_device **list = get_list(&n);
-	cr_assert_geq(n, 1);
-	ibv_context *ctx = open_dev(list[0]);
-	cr_assert_not_null(ctx);
-	efasim_stats st{};
-	cr_assert_eq(query(ctx, &st, sizeof st), 0);
-	close_dev(ctx);
-	free_list(list);
-	dlclose(lib);
-	return st.cq_overruns;
-}
+uint64_t cq_overruns() { return loaded_sim_stats().cq_overruns; }
 
 /* One entry of cq, successful (fails on an error entry), or false when none is there. */
 bool read_one(fid_cq *cq, fi_cq_data_entry &e)

@@ -26,7 +26,7 @@
 #include <infiniband/verbs.h>
 #include <dlfcn.h>
 
-#include "../sim/efasim.h"
+#include "loaded_sim.h"
 
 #include <cstdarg>
 #include <cstdio>
@@ -520,31 +520,8 @@ fi_info *tc_hints(const char *fabric)
 	return hints(fabric, FI_MSG, FI_CONTEXT | FI_CONTEXT2, kDirectMr);
 }
 
-/* The device's count of work requests posted on QPs with a service level, read through
- * a second context of the same software device (its statistics are per device and
- * process). The provider loaded the library: it is found, not loaded again. */
-uint64_t sl_wrs()
-{
-	void *lib = dlopen(EFA_TEST_SIM_PATH, RTLD_NOW | RTLD_NOLOAD);
-	cr_assert_not_null(lib, "the provider loaded the software device");
-	auto get_list = reinterpret_cast<ibv_device **(*)(int *)>(dlsym(lib, "ibv_get_device_list"));
-	auto free_list = reinterpret_cast<void (*)(ibv_device **)>(dlsym(lib, "ibv_free_device_list"));
-	auto open_dev = reinterpret_cast<ibv_context *(*)(ibv_device *)>(dlsym(lib, "ibv_open_device"));
-	auto close_dev = reinterpret_cast<int (*)(ibv_context *)>(dlsym(lib, "ibv_close_device"));
-	auto query = reinterpret_cast<int (*)(ibv_context *, efasim_stats *, size_t)>(dlsym(lib, "efasim_query_stats"));
-	cr_assert(get_list && free_list && open_dev && close_dev && query);
-	int n = 0;
-	ibv_device **list = get_list(&n);
-	cr_assert_geq(n, 1);
-	ibv_context *ctx = open_dev(list[0]);
-	cr_assert_not_null(ctx);
-	efasim_stats st{};
-	cr_assert_eq(query(ctx, &st, sizeof st), 0);
-	close_dev(ctx);
-	free_list(list);
-	dlclose(lib);
-	return st.sl_nonzero_wrs;
-}
+/* The device's count of work requests posted on QPs with a service level. */
+uint64_t sl_wrs() { return loaded_sim_stats().sl_nonzero_wrs; }
 
 /* Opens fabric, domain (domain_attr->tclass = dom_tc) and an endpoint (tx_attr->tclass =
  * ep_tc) of `fabric`, sends one message to itself and waits for both completions.

@@ -21,7 +21,7 @@
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
 
-#include "../sim/efasim.h"
+#include "loaded_sim.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -188,32 +188,7 @@ void nothing_more()
 
 uint64_t key(Side &s) { return fi_mr_key(s.mr); }
 
-/*
- * The software device's statistics for this process. The provider loaded libefasim.so;
- * opening the same library again gives the same device (one per device and process),
- * so a context of our own reads the counters the provider's QPs drive.
- */
-efasim_stats device_stats()
-{
-	static ibv_context *ctx;
-	static int (*query)(ibv_context *, efasim_stats *, size_t);
-	if (!ctx) {
-		void *h = dlopen(EFA_TEST_SIM_PATH, RTLD_NOW | RTLD_LOCAL);
-		cr_assert_not_null(h, "%s", dlerror());
-		auto list = reinterpret_cast<ibv_device **(*)(int *)>(dlsym(h, "ibv_get_device_list"));
-		auto open = reinterpret_cast<ibv_context *(*)(ibv_device *)>(dlsym(h, "ibv_open_device"));
-		query = reinterpret_cast<int (*)(ibv_context *, efasim_stats *, size_t)>(dlsym(h, "efasim_query_stats"));
-		cr_assert(list && open && query);
-		int n = 0;
-		ibv_device **l = list(&n);
-		cr_assert(l && n > 0);
-		ctx = open(l[0]);
-		cr_assert_not_null(ctx);
-	}
-	efasim_stats st{};
-	cr_assert_eq(query(ctx, &st, sizeof st), 0);
-	return st;
-}
+efasim_stats device_stats() { return loaded_sim_stats(); }
 
 /* Both sides trade one message, so that each knows the other (the efa fabric's
  * handshake: device RDMA is used once it arrived). */
