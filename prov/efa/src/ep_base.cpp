@@ -201,4 +201,46 @@ int EpBase::getname(void *addr, size_t *addrlen) const
 	return 0;
 }
 
+/* ------------------------------------------------------------------ no tagged, no atomics */
+
+namespace {
+template <typename... A> ssize_t enosys(A...) { return -FI_ENOSYS; }
+} // namespace
+
+fi_ops_tagged g_enosys_tagged_ops = {
+	.size = sizeof(fi_ops_tagged),
+	.recv = enosys<fid_ep *, void *, size_t, void *, fi_addr_t, uint64_t, uint64_t, void *>,
+	.recvv = enosys<fid_ep *, const iovec *, void **, size_t, fi_addr_t, uint64_t, uint64_t, void *>,
+	.recvmsg = enosys<fid_ep *, const fi_msg_tagged *, uint64_t>,
+	.send = enosys<fid_ep *, const void *, size_t, void *, fi_addr_t, uint64_t, void *>,
+	.sendv = enosys<fid_ep *, const iovec *, void **, size_t, fi_addr_t, uint64_t, void *>,
+	.sendmsg = enosys<fid_ep *, const fi_msg_tagged *, uint64_t>,
+	.inject = enosys<fid_ep *, const void *, size_t, fi_addr_t, uint64_t>,
+	.senddata = enosys<fid_ep *, const void *, size_t, void *, uint64_t, fi_addr_t, uint64_t, void *>,
+	.injectdata = enosys<fid_ep *, const void *, size_t, uint64_t, fi_addr_t, uint64_t>,
+};
+
+fi_ops_atomic g_enosys_atomic_ops = {
+	.size = sizeof(fi_ops_atomic),
+	.write = enosys<fid_ep *, const void *, size_t, void *, fi_addr_t, uint64_t, uint64_t, fi_datatype, fi_op, void *>,
+	.writev = enosys<fid_ep *, const fi_ioc *, void **, size_t, fi_addr_t, uint64_t, uint64_t, fi_datatype, fi_op,
+			 void *>,
+	.writemsg = enosys<fid_ep *, const fi_msg_atomic *, uint64_t>,
+	.inject = enosys<fid_ep *, const void *, size_t, fi_addr_t, uint64_t, uint64_t, fi_datatype, fi_op>,
+	.readwrite = enosys<fid_ep *, const void *, size_t, void *, void *, void *, fi_addr_t, uint64_t, uint64_t,
+			    fi_datatype, fi_op, void *>,
+	.readwritev = enosys<fid_ep *, const fi_ioc *, void **, size_t, fi_ioc *, void **, size_t, fi_addr_t, uint64_t,
+			     uint64_t, fi_datatype, fi_op, void *>,
+	.readwritemsg = enosys<fid_ep *, const fi_msg_atomic *, fi_ioc *, void **, size_t, uint64_t>,
+	.compwrite = enosys<fid_ep *, const void *, size_t, void *, const void *, void *, void *, void *, fi_addr_t,
+			    uint64_t, uint64_t, fi_datatype, fi_op, void *>,
+	.compwritev = enosys<fid_ep *, const fi_ioc *, void **, size_t, const fi_ioc *, void **, size_t, fi_ioc *, void **,
+			     size_t, fi_addr_t, uint64_t, uint64_t, fi_datatype, fi_op, void *>,
+	.compwritemsg = enosys<fid_ep *, const fi_msg_atomic *, const fi_ioc *, void **, size_t, fi_ioc *, void **, size_t,
+			       uint64_t>,
+	.writevalid = [](fid_ep *, fi_datatype, fi_op, size_t *) { return -FI_EOPNOTSUPP; },
+	.readwritevalid = [](fid_ep *, fi_datatype, fi_op, size_t *) { return -FI_EOPNOTSUPP; },
+	.compwritevalid = [](fid_ep *, fi_datatype, fi_op, size_t *) { return -FI_EOPNOTSUPP; },
+};
+
 } // namespace efa

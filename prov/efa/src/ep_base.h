@@ -15,6 +15,9 @@
 #include "cq.h"
 #include "verbs/qp.h"
 
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_tagged.h>
+
 namespace efa {
 
 enum CntrIdx { kCntrSend, kCntrRecv, kCntrRead, kCntrWrite, kCntrRemoteRead, kCntrRemoteWrite, kCntrCount };
@@ -73,6 +76,11 @@ EpBase *ep_base_of(fid_t f);
 
 /* A random QKEY for a new endpoint: non-zero, below the privileged range. */
 uint32_t random_qkey();
+
+/* The tagged and atomic operations of endpoints without them (efa-direct, DGRAM): every
+ * call is -FI_ENOSYS; the atomic valid queries are -FI_EOPNOTSUPP. */
+extern fi_ops_tagged g_enosys_tagged_ops;
+extern fi_ops_atomic g_enosys_atomic_ops;
 
 } // namespace efa
 

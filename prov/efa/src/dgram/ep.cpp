@@ -153,41 +153,6 @@ fi_ops_rma g_rma_ops = {
 	.injectdata = enosys<fid_ep *, const void *, size_t, uint64_t, fi_addr_t, uint64_t, uint64_t>,
 };
 
-fi_ops_tagged g_tagged_ops = {
-	.size = sizeof(fi_ops_tagged),
-	.recv = enosys<fid_ep *, void *, size_t, void *, fi_addr_t, uint64_t, uint64_t, void *>,
-	.recvv = enosys<fid_ep *, const iovec *, void **, size_t, fi_addr_t, uint64_t, uint64_t, void *>,
-	.recvmsg = enosys<fid_ep *, const fi_msg_tagged *, uint64_t>,
-	.send = enosys<fid_ep *, const void *, size_t, void *, fi_addr_t, uint64_t, void *>,
-	.sendv = enosys<fid_ep *, const iovec *, void **, size_t, fi_addr_t, uint64_t, void *>,
-	.sendmsg = enosys<fid_ep *, const fi_msg_tagged *, uint64_t>,
-	.inject = enosys<fid_ep *, const void *, size_t, fi_addr_t, uint64_t>,
-	.senddata = enosys<fid_ep *, const void *, size_t, void *, uint64_t, fi_addr_t, uint64_t, void *>,
-	.injectdata = enosys<fid_ep *, const void *, size_t, uint64_t, fi_addr_t, uint64_t>,
-};
-
-fi_ops_atomic g_atomic_ops = {
-	.size = sizeof(fi_ops_atomic),
-	.write = enosys<fid_ep *, const void *, size_t, void *, fi_addr_t, uint64_t, uint64_t, fi_datatype, fi_op, void *>,
-	.writev = enosys<fid_ep *, const fi_ioc *, void **, size_t, fi_addr_t, uint64_t, uint64_t, fi_datatype, fi_op,
-			 void *>,
-	.writemsg = enosys<fid_ep *, const fi_msg_atomic *, uint64_t>,
-	.inject = enosys<fid_ep *, const void *, size_t, fi_addr_t, uint64_t, uint64_t, fi_datatype, fi_op>,
-	.readwrite = enosys<fid_ep *, const void *, size_t, void *, void *, void *, fi_addr_t, uint64_t, uint64_t,
-			    fi_datatype, fi_op, void *>,
-	.readwritev = enosys<fid_ep *, const fi_ioc *, void **, size_t, fi_ioc *, void **, size_t, fi_addr_t, uint64_t,
-			     uint64_t, fi_datatype, fi_op, void *>,
-	.readwritemsg = enosys<fid_ep *, const fi_msg_atomic *, fi_ioc *, void **, size_t, uint64_t>,
-	.compwrite = enosys<fid_ep *, const void *, size_t, void *, const void *, void *, void *, void *, fi_addr_t,
-			    uint64_t, uint64_t, fi_datatype, fi_op, void *>,
-	.compwritev = enosys<fid_ep *, const fi_ioc *, void **, size_t, const fi_ioc *, void **, size_t, fi_ioc *, void **,
-			     size_t, fi_addr_t, uint64_t, uint64_t, fi_datatype, fi_op, void *>,
-	.compwritemsg = enosys<fid_ep *, const fi_msg_atomic *, const fi_ioc *, void **, size_t, fi_ioc *, void **, size_t,
-			       uint64_t>,
-	.writevalid = [](fid_ep *, fi_datatype, fi_op, size_t *) { return -FI_EOPNOTSUPP; },
-	.readwritevalid = [](fid_ep *, fi_datatype, fi_op, size_t *) { return -FI_EOPNOTSUPP; },
-	.compwritevalid = [](fid_ep *, fi_datatype, fi_op, size_t *) { return -FI_EOPNOTSUPP; },
-};
 
 } // namespace
 
@@ -274,8 +239,8 @@ int ep_open(fid_domain *df, fi_info *info, fid_ep **out, void *context)
 	ep->ep.cm = &g_cm_ops;
 	ep->ep.msg = &g_msg_ops;
 	ep->ep.rma = &g_rma_ops;
-	ep->ep.tagged = &g_tagged_ops;
-	ep->ep.atomic = &g_atomic_ops;
+	ep->ep.tagged = &g_enosys_tagged_ops;
+	ep->ep.atomic = &g_enosys_atomic_ops;
 	ep->dom = d;
 	ep->info = fi_dupinfo(info);
 	ep->tx_op_flags = info->tx_attr->op_flags;
