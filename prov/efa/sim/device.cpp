@@ -12,24 +12,129 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <climits>
 #include <new>
+#include <string>
 
 namespace efasim {
 
 namespace {
 
 DeviceEntry g_devices[16];
+constexpr long kMaxCompVectors = 64; /* event queues this device offers */
 std::once_flag g_devices_once;
+
+/* ---- the device's sysfs tree
+ *
+ * rdma-core describes a device by two sysfs directories (ibv_device.dev_path under
+ * class/infiniband_verbs, ibdev_path under class/infiniband), and software reads them:
+ * upstream's EFA provider reads SYSFS_PATH/class/infiniband_verbs/abi_version and
+ * resolves ibdev_path/device (the PCI function, whose name it parses as a PCI address)
+ * and ibdev_path/device/driver (the driver's name). The software device has no kernel
+ * module, so it keeps a tree of the same shape in a directory of its own and points the
+ * paths there:
+ *
+ *   ROOT/class/infiniband_verbs/abi_version            6 (the uverbs ABI)
+ *   ROOT/class/infiniband_verbs/uverbs-efasimN/        ibdev, abi_version (EFA: 1)
+ *   ROOT/class/infiniband/efasimN/device  -> ROOT/devices/pci0000:00/0000:00:1N.0
+ *   ROOT/class/infiniband/efasimN/node_guid
+ *   ROOT/devices/pci0000:00/0000:00:1N.0/driver -> ROOT/bus/pci/drivers/efa
+ *   ROOT/devices/pci0000:00/0000:00:1N.0/{vendor,device}  0x1d0f, 0xefa2
+ *
+ * ROOT is EFASIM_SYSFS_DIR, or ${TMPDIR:-/tmp}/efasim-sysfs-UID. Programs that read the
+ * sysfs root itself take it from SYSFS_PATH, as rdma-core does (efasim(7)). Every
+ * process writes the same content (files by rename, links replaced only when they
+ * differ), so concurrent processes agree. If the tree cannot be written the paths keep
+ * their /sys names, which then do not exist. */
+std::string sysfs_root()
+{
+	if (const char *d = getenv("EFASIM_SYSFS_DIR"); d && *d)
+		return d;
+	const char *t = getenv("TMPDIR");
+	return std::string(t && *t ? t : "/tmp") + "/efasim-sysfs-" + std::to_string(getuid());
+}
+
+bool mkdirs(const std::string &path)
+{
+	for (size_t i = 1; i <= path.size(); i++) {
+		if (i < path.size() && path[i] != '/')
+			continue;
+		std::string part = path.substr(0, i);
+		if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
+			return false;
+	}
+	return true;
+}
+
+bool put_file(const std::string &path, const std::string &content)
+{
+	std::string tmp = path + ".tmp." + std::to_string(getpid());
+	int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return false;
+	bool ok = write(fd, content.data(), content.size()) == ssize_t(content.size());
+	ok = close(fd) == 0 && ok;
+	ok = ok && rename(tmp.c_str(), path.c_str()) == 0;
+	if (!ok)
+		unlink(tmp.c_str());
+	return ok;
+}
+
+bool put_link(const std::string &path, const std::string &target)
+{
+	char cur[PATH_MAX];
+	ssize_t n = readlink(path.c_str(), cur, sizeof cur - 1);
+	if (n >= 0 && std::string(cur, size_t(n)) == target)
+		return true;
+	std::string tmp = path + ".tmp." + std::to_string(getpid());
+	unlink(tmp.c_str());
+	return symlink(target.c_str(), tmp.c_str()) == 0 && rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+bool make_sysfs(const std::string &root, int n)
+{
+	const std::string verbs = root + "/class/infiniband_verbs", ib = root + "/class/infiniband",
+			  driver = root + "/bus/pci/drivers/efa", pci = root + "/devices/pci0000:00";
+	if (root.size() + 64 >= IBV_SYSFS_PATH_MAX) {
+		errno = ENAMETOOLONG; /* ibdev_path would not fit */
+		return false;
+	}
+	if (!mkdirs(verbs) || !mkdirs(ib) || !mkdirs(driver) || !mkdirs(pci) ||
+	    !put_file(verbs + "/abi_version", "6\n"))
+		return false;
+	for (int i = 0; i < n; i++) {
+		char fn[32];
+		snprintf(fn, sizeof fn, "0000:00:%02x.0", 0x10 + i);
+		const std::string name = "efasim" + std::to_string(i), func = pci + "/" + fn,
+				  uverbs = verbs + "/uverbs-" + name, dev = ib + "/" + name;
+		char guid[32];
+		snprintf(guid, sizeof guid, "0200:efa5:e000:%04x\n", i);
+		if (!mkdirs(func) || !mkdirs(uverbs) || !mkdirs(dev) || !put_file(func + "/vendor", "0x1d0f\n") ||
+		    !put_file(func + "/device", "0xefa2\n") || !put_link(func + "/driver", driver) ||
+		    !put_file(uverbs + "/ibdev", name + "\n") || !put_file(uverbs + "/abi_version", "1\n") ||
+		    !put_file(dev + "/node_guid", guid) || !put_link(dev + "/device", func))
+			return false;
+	}
+	return true;
+}
 
 void init_devices()
 {
 	const Config &c = config();
+	const std::string root = sysfs_root();
+	const bool tree = make_sysfs(root, c.num_devices);
+	if (!tree)
+		SIM_WARN("cannot write the device's sysfs tree under %s (%s): ibdev_path names /sys, where the "
+			 "device does not appear; set EFASIM_SYSFS_DIR to a writable directory",
+			 root.c_str(), strerror(errno));
+	const std::string base = tree ? root : std::string("/sys");
 	for (int i = 0; i < c.num_devices; i++) {
 		DeviceEntry &d = g_devices[i];
 		std::memset(&d.dev, 0, sizeof d.dev);
@@ -38,9 +143,18 @@ void init_devices()
 		d.dev.transport_type = IBV_TRANSPORT_UNSPECIFIED;
 		snprintf(d.dev.name, sizeof d.dev.name, "efasim%d", i);
 		snprintf(d.dev.dev_name, sizeof d.dev.dev_name, "uverbs-efasim%d", i);
-		snprintf(d.dev.dev_path, sizeof d.dev.dev_path, "/sys/class/infiniband_verbs/uverbs-efasim%d", i);
-		snprintf(d.dev.ibdev_path, sizeof d.dev.ibdev_path, "/sys/class/infiniband/efasim%d", i);
+		snprintf(d.dev.dev_path, sizeof d.dev.dev_path, "%s/class/infiniband_verbs/uverbs-efasim%d",
+			 base.c_str(), i);
+		snprintf(d.dev.ibdev_path, sizeof d.dev.ibdev_path, "%s/class/infiniband/efasim%d", base.c_str(), i);
 	}
+}
+
+/* Completion vectors: the EFA driver creates one event queue per online CPU, up to what
+ * the device offers, and reports their number as num_comp_vectors (at least 1). */
+int comp_vectors()
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	return int(std::clamp<long>(cpus, 1, kMaxCompVectors));
 }
 
 DeviceEntry *entry_of(ibv_device *dev)
@@ -269,7 +383,7 @@ EFASIM_EXPORT ibv_context *ibv_open_device(ibv_device *dev)
 	c.device = dev;
 	c.cmd_fd = -1;
 	c.async_fd = ctx->async_fd;
-	c.num_comp_vectors = 1;
+	c.num_comp_vectors = comp_vectors();
 	pthread_mutex_init(&c.mutex, nullptr);
 	c.abi_compat = __VERBS_ABI_IS_EXTENDED;
 	v.sz = sizeof(verbs_context);
@@ -683,7 +797,12 @@ EFASIM_EXPORT int ibv_get_async_event(ibv_context *c, ibv_async_event *)
 
 EFASIM_EXPORT void ibv_ack_async_event(ibv_async_event *) {}
 
+/* rdma-core: ibv_fork_init() succeeds, and ibv_is_fork_initialized() answers
+ * IBV_FORK_UNNEEDED when the kernel copies registered pages on fork (Linux 5.13+). The
+ * software device never pins or maps memory for a device, so a forked child can never
+ * corrupt the parent's registrations: fork support is never needed. */
 EFASIM_EXPORT int ibv_fork_init(void) { return 0; }
+EFASIM_EXPORT ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }
 
 EFASIM_EXPORT int ibv_query_ece(ibv_qp *, ibv_ece *) { return EOPNOTSUPP; }
 EFASIM_EXPORT int ibv_set_ece(ibv_qp *, ibv_ece *) { return EOPNOTSUPP; }

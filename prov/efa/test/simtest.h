@@ -154,6 +154,7 @@ struct NodeOpts {
 	uint32_t qkey = 0x1234;
 	bool unsolicited_cq = false;
 	bool channel = false;
+	int comp_vector = 0; /* the CQ's completion vector */
 	uint32_t cqe = 256;
 };
 
@@ -176,6 +177,7 @@ public:
 		ca.cqe = o.cqe;
 		ca.wc_flags = IBV_WC_STANDARD_FLAGS;
 		ca.channel = channel;
+		ca.comp_vector = uint32_t(o.comp_vector);
 		efadv_cq_init_attr_cur ea{};
 		ea.wc_flags = EFADV_WC_EX_WITH_SGID | (o.unsolicited_cq ? EFADV_WC_EX_WITH_IS_UNSOLICITED : 0);
 		cq = efadv_create_cq(ctx, &ca, reinterpret_cast<efadv_cq_init_attr *>(&ea), sizeof ea);

@@ -7,6 +7,11 @@
  */
 #include "simtest.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <climits>
+
 using namespace simtest;
 
 namespace {
@@ -698,4 +703,72 @@ Test(sim_device, idle_device_does_not_spin)
 	double ms = double(t1.tv_sec - t0.tv_sec) * 1e3 + double(t1.tv_nsec - t0.tv_nsec) / 1e6;
 	cr_assert_lt(ms, 15.0, "idle device used %.1f ms of CPU in 300 ms", ms);
 	ibv_destroy_qp(qp);
+}
+
+/*
+ * The device's sysfs tree (efasim(7), SYSFS TREE): what upstream's efa provider reads.
+ * ibdev_path/device names a PCI function, ibdev_path/device/driver is "efa", and
+ * SYSFS_PATH/class/infiniband_verbs/abi_version holds the uverbs ABI. Before, ibdev_path
+ * named /sys/class/infiniband/efasim0, which does not exist.
+ */
+Test(sim_device, sysfs_tree_as_rdma_core_software_reads_it, .init = [] {
+	setenv("EFASIM_DEVICES", "2", 1);
+	setenv("EFASIM_SYSFS_DIR", "/tmp/efasim-test-sysfs", 1);
+})
+{
+	int n = 0;
+	ibv_device **l = ibv_get_device_list(&n);
+	cr_assert(l && n == 2);
+	for (int i = 0; i < n; i++) {
+		const std::string ib = l[i]->ibdev_path;
+		cr_assert_eq(ib, "/tmp/efasim-test-sysfs/class/infiniband/efasim" + std::to_string(i));
+		char real[PATH_MAX];
+		cr_assert_not_null(realpath((ib + "/device").c_str(), real), "%s/device: %s", ib.c_str(), strerror(errno));
+		const char *fn = strrchr(real, '/') + 1;
+		unsigned dom, bus, dev, func;
+		cr_assert_eq(sscanf(fn, "%x:%x:%x.%x", &dom, &bus, &dev, &func), 4, "'%s' is no PCI address", fn);
+		cr_assert_not_null(realpath((ib + "/device/driver").c_str(), real));
+		cr_assert_str_eq(strrchr(real, '/') + 1, "efa");
+		struct stat st;
+		cr_assert_eq(stat(l[i]->dev_path, &st), 0, "%s", l[i]->dev_path);
+	}
+	ibv_free_device_list(l);
+	FILE *f = fopen("/tmp/efasim-test-sysfs/class/infiniband_verbs/abi_version", "r");
+	cr_assert_not_null(f);
+	int abi = 0;
+	cr_assert_eq(fscanf(f, "%d", &abi), 1);
+	fclose(f);
+	cr_assert_eq(abi, 6);
+}
+
+/* rdma-core's fork status: the device never pins memory, so fork support is never
+ * needed (like a kernel with copy-on-fork). Before, the symbol was not exported and a
+ * program under LD_PRELOAD reached the real libibverbs. */
+Test(sim_device, fork_support_is_unneeded)
+{
+	cr_assert_eq(ibv_is_fork_initialized(), IBV_FORK_UNNEEDED);
+	cr_assert_eq(ibv_fork_init(), 0);
+	cr_assert_eq(ibv_is_fork_initialized(), IBV_FORK_UNNEEDED);
+}
+
+/* num_comp_vectors: one per online CPU (at most 64); a CQ on a vector beyond is refused
+ * with EINVAL as rdma-core's EFA provider does. Before: always 1. */
+Test(sim_device, completion_vectors_follow_online_cpus)
+{
+	ibv_context *c = open_dev();
+	const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	cr_assert_eq(c->num_comp_vectors, int(std::min<long>(cpus, 64)));
+	for (int v = 0; v < c->num_comp_vectors; v++) {
+		ibv_comp_channel *ch = ibv_create_comp_channel(c);
+		cr_assert_not_null(ch);
+		ibv_cq *cq = ibv_create_cq(c, 16, nullptr, ch, v);
+		cr_assert_not_null(cq, "vector %d: %s", v, strerror(errno));
+		cr_assert_eq(ibv_req_notify_cq(cq, 0), 0);
+		ibv_destroy_cq(cq);
+		ibv_destroy_comp_channel(ch);
+	}
+	errno = 0;
+	cr_assert_null(ibv_create_cq(c, 16, nullptr, nullptr, c->num_comp_vectors));
+	cr_assert_eq(errno, EINVAL);
+	ibv_close_device(c);
 }

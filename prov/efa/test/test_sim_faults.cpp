@@ -5,6 +5,8 @@
  * peer that dies or never existed.
  */
 #include "simtest.h"
+
+#include <algorithm>
 #include "../sim/wire.h"
 
 #include <chrono>
@@ -500,4 +502,45 @@ Test(sim_faults, malformed_datagrams_are_dropped_and_counted)
 	const efasim_stats after = a.stats();
 	cr_assert_eq(after.malformed - before.malformed, bad.size(), "malformed %lu of %zu",
 		     (unsigned long)(after.malformed - before.malformed), bad.size());
+}
+
+/*
+ * Completion channels work on every completion vector the device reports
+ * (num_comp_vectors: one per online CPU, as the EFA driver's event queues): the sender
+ * waits on a channel of its CQ on the last vector, as fi_cq_sread does.
+ */
+Test(sim_faults, completion_channel_on_the_last_vector)
+{
+	run_pair(
+		[&](Chan &ch) {
+			int vectors = 0;
+			{
+				Node probe;
+				vectors = probe.ctx->num_comp_vectors;
+			}
+			cr_assert_geq(vectors, 1);
+			cr_assert_eq(vectors, std::min<long>(sysconf(_SC_NPROCESSORS_ONLN), 64),
+				     "num_comp_vectors %d, online CPUs %ld", vectors, sysconf(_SC_NPROCESSORS_ONLN));
+			Node a(NodeOpts{.channel = true, .comp_vector = vectors - 1});
+			Addr b = a.exchange(ch);
+			ibv_ah *ah = a.ah_for(b);
+			uint8_t buf[64] = {};
+			ibv_mr *mr = a.reg(buf, sizeof buf);
+			cr_assert_eq(a.post(IBV_WR_SEND, ah, b, mr, buf, sizeof buf, 7), 0);
+			auto c = a.wait_blocking(1, 5000);
+			cr_assert_eq(c.size(), 1u, "no completion through the channel on vector %d", vectors - 1);
+			cr_assert_eq(c[0].wr_id, 7u);
+			cr_assert_eq(c[0].status, IBV_WC_SUCCESS, "vendor %u", c[0].vendor_err);
+			ch.sync(1);
+		},
+		[&](Chan &ch) {
+			Node b;
+			b.exchange(ch);
+			static uint8_t buf[64];
+			ibv_mr *mr = b.reg(buf, sizeof buf);
+			PEER_CHECK(b.post_recv(mr, buf, sizeof buf, 1) == 0);
+			PEER_CHECK(b.wait(1, 5000).size() == 1);
+			ch.sync(1);
+			return 0;
+		});
 }
