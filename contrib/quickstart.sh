@@ -6,14 +6,16 @@
 #                                provider (efa-direct) on the software EFA device, and
 #                                print latency, bandwidth and RMA bandwidth
 #   contrib/quickstart.sh test   the whole test suite: make check, then the wire-parser
-#                                fuzzers for 30 s each (contrib/fuzz.sh), and subsets
+#                                fuzzers for 30 s each (contrib/fuzz.sh), make check
+#                                against libfabric 2.6 and upstream's provider on the
+#                                software device (contrib/libfabric2.sh), and subsets
 #                                under ASan+UBSan and TSan (contrib/sanitize.sh)
 #
 # test installs everything the tests need, so nothing may skip: a test of make check
 # that skips (exit 77, e.g. the namespace test or the MPI tests), a part a test script
 # leaves out ("SKIP part: ..."), or a fuzz/sanitizer run that skips fails the run.
 # EFA_ALLOW_SKIP="name ..." (tests as make check names them, e.g.
-# prov/efa/test/run_netns.sh; or fuzz, asan-ubsan, tsan) lets the named ones skip where
+# prov/efa/test/run_netns.sh; or fuzz, libfabric2, asan-ubsan, tsan) lets the named ones skip where
 # the machine cannot run them (e.g. a container that forbids network namespaces); they
 # are listed at the end.
 set -eu
@@ -58,7 +60,7 @@ make -j"$jobs"
 if [ "$mode" = run ]; then
 	top=$(pwd)
 	echo "== fi_efa_bench -p efa -F efa-direct --quick (provider on the software EFA device)"
-	FI_PROVIDER_PATH="$top/.libs" FI_EFA_SIM=1 FI_EFA_SIM_PATH="$top/.libs/libefasim.so" \
+	FI_PROVIDER_PATH="@$top/.libs" FI_EFA_SIM=1 FI_EFA_SIM_PATH="$top/.libs/libefasim.so" \
 		exec ./fabtests/bench/fi_efa_bench -p efa -F efa-direct --quick
 fi
 
@@ -113,6 +115,9 @@ extra() { # name, command...
 }
 summary=""
 extra fuzz ./contrib/fuzz.sh 30
+# libfabric 2.6 (vendored): our whole make check against it, and upstream's efa provider
+# on the software device running our fabtests suites.
+extra libfabric2 ./contrib/libfabric2.sh
 extra asan-ubsan ./contrib/sanitize.sh address
 extra tsan ./contrib/sanitize.sh thread
 echo "== robustness: $summary"

@@ -53,8 +53,8 @@ int main(int argc, char **argv)
 	note("send without receiver: err %d (%s), prov_errno %d (%s)", c.err, fi_strerror(c.err),
 	     c.prov_errno, c.errstr.c_str());
 	FT_CHECK(c.err == FI_ENORX, "err %d (%s), expected FI_ENORX", c.err, fi_strerror(c.err));
-	FT_CHECK(c.errstr.find("Receiver not ready") != std::string::npos,
-		 "fi_cq_strerror gave '%s', which lacks 'Receiver not ready'", c.errstr.c_str());
+	FT_CHECK(c.errstr.find("not ready") != std::string::npos,
+		 "fi_cq_strerror gave '%s', which lacks 'not ready'", c.errstr.c_str());
 	oob.sync("rnr seen");
 	oob.sync("posted");
 	fill_pattern(buf.data(), len, 1201);

@@ -101,7 +101,9 @@ show() {
 	explain client "$crc"
 }
 
-# efa: only the skips its documentation allows (fabtests/skip_rules.sh).
+# efa: only the skips its documentation allows (fabtests/skip_rules.sh). Not for
+# upstream's efa provider (EFA_FT_UPSTREAM=1, contrib/upstream_on_sim.sh): its skips are
+# reported like another provider's.
 ft_prov= ft_fabric= prev=
 for a in "$@"; do
 	case $prev in
@@ -110,7 +112,7 @@ for a in "$@"; do
 	esac
 	prev=$a
 done
-if [ "$ft_prov" = efa ]; then
+if [ "$ft_prov" = efa ] && [ "${EFA_FT_UPSTREAM:-0}" != 1 ]; then
 	. "$(dirname "$0")/skip_rules.sh"
 	name=$(basename "$prog")
 	bad=

@@ -27,7 +27,7 @@ prog=$top/fabtests/ft_peer_death
 command -v timeout >/dev/null 2>&1 || { echo "FAIL: timeout(1) is needed"; exit 1; }
 export FI_EFA_SIM="${FI_EFA_SIM:-1}"
 export FI_EFA_SIM_PATH="${FI_EFA_SIM_PATH:-$top/.libs/libefasim.so}"
-export FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-$top/.libs}"
+export FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-@$top/.libs}"
 export EFASIM_PORT_BASE="${EFASIM_PORT_BASE:-44000}"
 export FI_EFA_PEER_PROBE_INTERVAL="${FI_EFA_PEER_PROBE_INTERVAL:-200}"
 export EFASIM_TIMEOUT_MS="${EFASIM_TIMEOUT_MS:-1000}"

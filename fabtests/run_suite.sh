@@ -38,7 +38,7 @@ if [ "$prov" = efa ]; then
 	domain=${EFA_FT_DOMAIN:-}
 	export FI_EFA_SIM="${FI_EFA_SIM:-1}"
 	export FI_EFA_SIM_PATH="${FI_EFA_SIM_PATH:-$top/.libs/libefasim.so}"
-	export FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-$top/.libs}"
+	export FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-@$top/.libs}"
 	export EFASIM_PORT_BASE="${EFASIM_PORT_BASE:-30000}"
 else
 	fabric=${EFA_FT_FABRIC:-}

@@ -23,7 +23,7 @@ command -v fi_info >/dev/null 2>&1 || { echo "SKIP: fi_info not installed (apt-g
 if [ "$prov" = efa ]; then
 	export FI_EFA_SIM="${FI_EFA_SIM:-1}"
 	export FI_EFA_SIM_PATH="${FI_EFA_SIM_PATH:-$top/.libs/libefasim.so}"
-	export FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-$top/.libs}"
+	export FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-@$top/.libs}"
 	set -- -p efa
 	if ! fi_info -p efa -t FI_EP_DGRAM 2>/dev/null | grep -q "type: *FI_EP_DGRAM"; then
 		echo "FAIL: 'fi_info -p efa -t FI_EP_DGRAM' lists no FI_EP_DGRAM endpoint"

@@ -62,7 +62,7 @@ if [ "$prov" = efa ]; then
 	[ "$domain" = unset ] && domain=
 	export FI_EFA_SIM="${FI_EFA_SIM:-1}"
 	export FI_EFA_SIM_PATH="${FI_EFA_SIM_PATH:-$top/.libs/libefasim.so}"
-	export FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-$top/.libs}"
+	export FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-@$top/.libs}"
 	export EFASIM_PORT_BASE="${EFASIM_PORT_BASE:-50000}"
 	# No program here waits for a peer to time out: a long limit keeps a loaded machine
 	# (make -j check, receivers that read no CQ on purpose) from failing live peers.

@@ -84,7 +84,7 @@ expect 0 STUB_ft_tagged="part FI_DIRECTED_RECV is not advertised" "$bin/ft_tagge
 
 # The suites over the stubs: one documented program skipping fails the suite.
 if command -v fi_info >/dev/null 2>&1; then
-	export FI_PROVIDER_PATH="$top/.libs" FI_EFA_SIM=1 FI_EFA_SIM_PATH="$top/.libs/libefasim.so"
+	export FI_PROVIDER_PATH="@$top/.libs" FI_EFA_SIM=1 FI_EFA_SIM_PATH="$top/.libs/libefasim.so"
 	suite() { # want, script, VAR=value...
 		want=$1 script=$2
 		shift 2

@@ -48,7 +48,7 @@ run() { # name, mpirun options...
 }
 
 run efa --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include efa -x FI_PROVIDER=efa \
-	-x FI_PROVIDER_PATH="$top/.libs" -x FI_EFA_SIM=1 -x FI_EFA_SIM_PATH="$top/.libs/libefasim.so"
+	-x FI_PROVIDER_PATH="@$top/.libs" -x FI_EFA_SIM=1 -x FI_EFA_SIM_PATH="$top/.libs/libefasim.so"
 run rxm --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include tcp -x "FI_PROVIDER=tcp;ofi_rxm" \
 	-x FI_TCP_IFACE=lo
 run ob1-tcp --mca pml ob1 --mca btl self,tcp

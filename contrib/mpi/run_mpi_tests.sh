@@ -52,7 +52,7 @@ fi
 # Open MPI's own traffic (its runtime, btl tcp if anything asks for it) stays on loopback.
 base="--mca oob_tcp_if_include lo --mca btl_tcp_if_include lo --oversubscribe"
 if [ "$prov" = efa ]; then
-	provenv="-x FI_PROVIDER=efa -x FI_PROVIDER_PATH=$top/.libs -x FI_EFA_SIM=1 -x FI_EFA_SIM_PATH=$top/.libs/libefasim.so -x EFASIM_PORT_BASE=56000"
+	provenv="-x FI_PROVIDER=efa -x FI_PROVIDER_PATH=@$top/.libs -x FI_EFA_SIM=1 -x FI_EFA_SIM_PATH=$top/.libs/libefasim.so -x EFASIM_PORT_BASE=56000"
 else
 	provenv="-x FI_PROVIDER=$prov"
 fi

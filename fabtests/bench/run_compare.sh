@@ -103,7 +103,7 @@ run_one() {
 			return
 		fi
 		# shellcheck disable=SC2086
-		env FI_PROVIDER_PATH="$top/.libs" FI_EFA_SIM=1 \
+		env FI_PROVIDER_PATH="@$top/.libs" FI_EFA_SIM=1 \
 			FI_EFA_SIM_PATH="$top/.libs/libefasim.so" \
 			$tmo "$bench" -p efa -F "$name" -L "$name" --csv $quick "$@" \
 			>"$out.csv" 2>"$out.err" </dev/null

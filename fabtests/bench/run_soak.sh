@@ -19,7 +19,7 @@ soak=$top/fabtests/bench/fi_efa_soak
 [ -x "$soak" ] || { echo "$soak: not built (make fabtests/bench/fi_efa_soak)"; exit 1; }
 export FI_EFA_SIM="${FI_EFA_SIM:-1}"
 export FI_EFA_SIM_PATH="${FI_EFA_SIM_PATH:-$top/.libs/libefasim.so}"
-export FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-$top/.libs}"
+export FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-@$top/.libs}"
 export EFASIM_LOSS="${EFASIM_LOSS:-0.02}"
 export EFASIM_DUP="${EFASIM_DUP:-0.01}"
 export EFASIM_REORDER="${EFASIM_REORDER:-8}"

@@ -41,7 +41,11 @@ void log_found(const std::vector<std::unique_ptr<verbs::Device>> &devs)
 } // namespace
 
 fi_provider g_prov = {
-	.version = FI_VERSION(FI_MAJOR_VERSION * 100 + FI_MINOR_VERSION, FI_REVISION_VERSION * 10),
+	/* Beside a built-in efa provider libfabric keeps the higher version, and on a tie
+	 * the first registered, ours; FI_PROVIDER_PATH can decide instead (builtin.cpp). */
+	.version = kProviderVersion,
+	/* The libfabric API this build was compiled against: 1.17 with Debian's headers, 2.x
+	 * with --with-libfabric=DIR. Applications asking for a newer API do not see it. */
 	.fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
 	.context = {},
 	.name = "efa",

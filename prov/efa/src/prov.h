@@ -17,6 +17,11 @@ namespace efa {
 
 extern fi_provider g_prov;
 
+/* fi_provider.version, in libfabric's scheme for its own providers: the release of the
+ * libfabric headers this build used (1.17.0 -> 117.0, 2.6.0 -> 206.0). Clients read it
+ * that way (Open MPI's btl ofi turns away an efa provider that reports a low one). */
+constexpr uint32_t kProviderVersion = FI_VERSION(FI_MAJOR_VERSION * 100 + FI_MINOR_VERSION, FI_REVISION_VERSION * 10);
+
 /*
  * The devices this process may use. Found on first use: hardware EFA devices through
  * rdma-core; when there are none, the software EFA device if FI_EFA_SIM=1, or if

@@ -4,7 +4,7 @@
 set -u
 top="${abs_top_builddir:-$(cd "$(dirname "$0")/../../.." && pwd)}"
 command -v fi_info >/dev/null 2>&1 || { echo "SKIP: fi_info not installed (apt-get install libfabric-bin)"; exit 77; }
-export FI_PROVIDER_PATH="$top/.libs"
+export FI_PROVIDER_PATH="@$top/.libs"
 unset FI_PROVIDER FI_EFA_SIM FI_EFA_SIM_PATH FI_EFA_IFACE
 fail=0
 expect() { # description, pattern, command...
@@ -20,7 +20,10 @@ expect() { # description, pattern, command...
 	fi
 }
 expect "fi_info -l lists efa" "^efa:" fi_info -l
-expect "provider version 117.0" "version: 117.0" sh -c 'fi_info -l | grep -a -A1 "^efa:"'
+# libfabric's scheme: the release of the libfabric it was built against (1.17 -> 117.0).
+api=$(fi_info --version | sed -n 's/^libfabric api: *//p')
+pv="$(( ${api%%.*} * 100 + ${api#*.} )).0"
+expect "provider version $pv (libfabric API $api)" "version: $pv" sh -c 'fi_info -l | grep -a -A1 "^efa:"'
 expect "fi_info -e shows FI_EFA_SIM" "FI_EFA_SIM:" fi_info -e
 expect "fi_info -e shows FI_EFA_IFACE" "FI_EFA_IFACE:" fi_info -e
 expect "FI_PROVIDER=efa logs the software device" "using EFA device efasim0 (software device" \

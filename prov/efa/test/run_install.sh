@@ -37,7 +37,7 @@ for m in fi_efa efasim; do
 	fi
 	echo "ok: $m(7) installed as ${page#"$dest"}"
 done
-out=$(FI_PROVIDER_PATH="$provdir" FI_PROVIDER=efa FI_LOG_LEVEL=info fi_info 2>&1 || true)
+out=$(FI_PROVIDER_PATH="@$provdir" FI_PROVIDER=efa FI_LOG_LEVEL=info fi_info 2>&1 || true)
 printf '%s\n' "$out" | grep -a -q "software device, $provdir/libefasim.so" || {
 	echo "FAIL: the installed provider did not use the installed libefasim.so"
 	printf '%s\n' "$out" | grep -a ":efa:" | tail -5

@@ -104,7 +104,7 @@ EOF
 		ip netns exec "$ns_a" env EFASIM_ADDR="$ip_a" timeout "${EFA_MPI_TIMEOUT:-300}" mpirun -np 4 --host "$ip_a:2,$ip_b:2" \
 			--mca plm_rsh_agent "$tmp/agent" --mca oob_tcp_if_include "10.231.$n.0/24" \
 			--mca btl_tcp_if_include "10.231.$n.0/24" --mca pml cm --mca mtl ofi \
-			--mca mtl_ofi_provider_include efa -x FI_PROVIDER=efa -x FI_PROVIDER_PATH="$top/.libs" \
+			--mca mtl_ofi_provider_include efa -x FI_PROVIDER=efa -x FI_PROVIDER_PATH="@$top/.libs" \
 			-x FI_EFA_SIM=1 -x FI_EFA_SIM_PATH="$top/.libs/libefasim.so" \
 			"$top/contrib/mpi/$p" < /dev/null > "$tmp/$p.out" 2>&1
 		rc=$?

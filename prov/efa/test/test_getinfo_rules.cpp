@@ -56,8 +56,12 @@ constexpr int kMrBits[] = {FI_MR_LOCAL,	    FI_MR_RAW,	     FI_MR_VIRT_ADDR,  FI
 			   FI_MR_PROV_KEY,  FI_MR_MMU_NOTIFY, FI_MR_RMA_EVENT, FI_MR_ENDPOINT};
 constexpr uint64_t kPrimaryList[] = {FI_MSG,	     FI_RMA,	    FI_TAGGED,	      FI_ATOMIC,	FI_MULTICAST,
 				     FI_NAMED_RX_CTX, FI_HMEM,	    FI_COLLECTIVE,    FI_DIRECTED_RECV, FI_VARIABLE_MSG};
+#ifdef FI_BUFFERED_RECV /* 1.x; libfabric 2.x removed it and made NOTIFY_FLAGS_ONLY / RESTRICTED_COMP 0 */
 constexpr uint64_t kAllModes = FI_CONTEXT | FI_CONTEXT2 | FI_MSG_PREFIX | FI_ASYNC_IOV | FI_RX_CQ_DATA | FI_LOCAL_MR |
 			       FI_NOTIFY_FLAGS_ONLY | FI_RESTRICTED_COMP | FI_BUFFERED_RECV;
+#else
+constexpr uint64_t kAllModes = FI_CONTEXT | FI_CONTEXT2 | FI_MSG_PREFIX | FI_ASYNC_IOV | FI_RX_CQ_DATA | FI_LOCAL_MR;
+#endif
 constexpr const char *kFabrics[] = {"efa", "efa-direct"};
 
 void setup_env()

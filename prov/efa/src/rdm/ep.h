@@ -166,8 +166,8 @@ struct TxOp : IListNode<TxOp> {
 	/* RMA and atomics */
 	fi_rma_iov rma[kMaxRmaIov] = {};
 	size_t rma_count = 0;
-	fi_op aop = FI_ATOMIC_OP_LAST;
-	fi_datatype adt = FI_DATATYPE_LAST;
+	fi_op aop = static_cast<fi_op>(FI_ATOMIC_OP_LAST); /* an enumerator of fi_op in 1.x, of an unnamed enum in 2.x */
+	fi_datatype adt = static_cast<fi_datatype>(FI_DATATYPE_LAST);
 	iovec result[kMaxRmaIov] = {};
 	size_t result_count = 0;
 	iovec compare[kMaxRmaIov] = {};
