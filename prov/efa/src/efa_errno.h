@@ -2,7 +2,7 @@
 /*
  * The one table of EFA completion codes: the device's CQE status (vendor_err), its
  * name, the libfabric error a completion with it reports, and a message that says what
- * the user can do. Documented in man/fi_efa.7.md ("Errors"), which a unit test keeps in
+ * the user can do; codes from 4096 are the provider's own (not the device's). Documented in man/fi_efa.7.md ("Errors"), which a unit test keeps in
  * step with this list.
  */
 #ifndef EFA_ERRNO_H
@@ -48,7 +48,11 @@
 	  "rules blocking the path)")                                                                       \
 	X(18, REMOTE_ERROR_FEATURE_MISMATCH, FI_EOPNOTSUPP,                                                 \
 	  "The peer's device lacks a feature this operation needs (for example RDMA write on an older "     \
-	  "generation)")
+	  "generation)")                                                                                    \
+	X(4160, PEER_PROTOCOL_MISMATCH, FI_EHOSTUNREACH,                                                    \
+	  "The peer speaks another RDM protocol (libfabric's own efa provider speaks EFA RDM protocol v4, " \
+	  "this provider its own version 1): run the same efa provider on both sides, or use the "          \
+	  "efa-direct fabric, which both speak")
 
 namespace efa {
 

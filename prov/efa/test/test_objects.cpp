@@ -715,7 +715,13 @@ Test(objects_wire, malformed_packets_are_dropped_counted_and_logged_once)
 		      "no warning naming the sender: '%s'", logged.c_str());
 	cr_assert_neq(logged.find("peers must run the same protocol version"), std::string::npos);
 	cr_assert_eq(logged.find("malformed packet"), logged.rfind("malformed packet"), "warned more than once");
-	cr_assert_neq(logged.find("dropped 4 malformed"), std::string::npos, "not counted: '%s'", logged.c_str());
+	cr_assert_neq(logged.find("dropped 3 malformed"), std::string::npos, "not counted: '%s'", logged.c_str());
+	/* The packet of version 9 is another protocol's (protocol.md section 12.1): counted
+	 * apart, with a warning of its own; its sender is unknown, so no peer fails. */
+	cr_assert_neq(logged.find("1 of another protocol version"), std::string::npos, "not counted: '%s'",
+		      logged.c_str());
+	cr_assert_neq(logged.find("a packet of RDM protocol version 9"), std::string::npos, "no warning: '%s'",
+		      logged.c_str());
 	close_ep(b);
 	cr_assert_eq(fi_close(&rmr->fid), 0);
 	cr_assert_eq(fi_close(&smr->fid), 0);

@@ -11,8 +11,12 @@
  *   - duplicates of a request ahead of the expected id are dropped, not kept: 20 000 of
  *     them leave the process's memory where it was;
  *   - requests reach() = max(rx window, 16384) or more ids ahead are refused: the ones
- *     within the reach are delivered once the gap closes, the others never.
+ *     within the reach are delivered once the gap closes, the others never;
+ *   - a packet of another protocol version (upstream's v4 HANDSHAKE) from a peer in the
+ *     AV fails the long send waiting on that peer with FI_EHOSTUNREACH and
+ *     PEER_PROTOCOL_MISMATCH, and new sends to it with -FI_EHOSTUNREACH.
  */
+#include "efa_errno.h"
 #include "rdm/pkt.h"
 #include "simtest.h"
 
@@ -22,6 +26,8 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 
+#include <chrono>
+#include <cstring>
 #include <fstream>
 #include <memory>
 
@@ -145,6 +151,14 @@ struct Forger {
 	 * once the target's device has them all, then lets the target process them. */
 	void send_batch(const std::vector<size_t> &lens, fid_cq *target_cq, std::vector<fi_cq_msg_entry> *got)
 	{
+		push(lens);
+		drain(target_cq, got);
+	}
+
+	/* The packets in slots 0 .. lens.size() - 1; returns once the target's device has
+	 * them all (the target has not read its CQ). */
+	void push(const std::vector<size_t> &lens)
+	{
 		cr_assert_leq(lens.size(), kSlots);
 		for (size_t i = 0; i < lens.size(); i++)
 			cr_assert_eq(node.post(IBV_WR_SEND, ah, to, mr, tx(i), uint32_t(lens[i]), i + 1), 0);
@@ -159,7 +173,6 @@ struct Forger {
 				}
 			}
 		}
-		drain(target_cq, got);
 	}
 
 	/* Reads the target's CQ until it has nothing to report several times in a row: one
@@ -303,5 +316,53 @@ Test(rdm_inject, requests_beyond_the_reach_are_refused)
 		std::memcpy(&id, rb.data(), sizeof id);
 		cr_assert_eq(id, k, "message %u came out as %u", k, id);
 	}
+	close_target(t);
+}
+
+/*
+ * A peer that speaks another RDM protocol (libfabric's own efa provider: v4) fails
+ * fast (protocol.md section 12). The target starts a long message to the forger (a
+ * LONGCTS request; it waits for a CTS that a v4 peer never sends), then the forger sends
+ * what upstream's provider sends first: a v4 HANDSHAKE (type 9, version 4, nextra_p3 4,
+ * extra_info[0] 0). The waiting send must fail with FI_EHOSTUNREACH and prov_errno
+ * PEER_PROTOCOL_MISMATCH, and the next send must return -FI_EHOSTUNREACH at once.
+ * Before: the packet was dropped as malformed, the send waited forever and the next
+ * send was accepted.
+ */
+Test(rdm_inject, foreign_protocol_peer_fails_fast)
+{
+	Target t;
+	open_target(t);
+	Forger f(t);
+	fi_addr_t fa = FI_ADDR_NOTAVAIL;
+	cr_assert_eq(fi_av_insert(t.av, &f.self, 1, &fa, 0, nullptr), 1);
+	std::vector<uint8_t> big(256 * 1024, 0x5a);
+	fi_context2 ctx{};
+	cr_assert_eq(fi_send(t.ep, big.data(), big.size(), nullptr, fa, &ctx), 0);
+	Forger::drain(t.cq, nullptr); /* the request goes out; nothing completes */
+
+	const uint8_t v4_handshake[16] = {9, 4, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+	std::memcpy(f.tx(0), v4_handshake, sizeof v4_handshake);
+	f.push({sizeof v4_handshake});
+	fi_cq_err_entry err{};
+	bool failed = false;
+	for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+	     !failed && std::chrono::steady_clock::now() < end;) {
+		fi_cq_msg_entry e[4];
+		ssize_t n = fi_cq_read(t.cq, e, 4);
+		cr_assert(n == -FI_EAGAIN || n == -FI_EAVAIL, "fi_cq_read: %zd: the long send completed", n);
+		if (n == -FI_EAVAIL) {
+			cr_assert_eq(fi_cq_readerr(t.cq, &err, 0), 1);
+			failed = true;
+		}
+	}
+	cr_assert(failed, "the send to a peer of protocol v4 is still waiting after 10 s");
+	cr_assert_eq(err.op_context, &ctx);
+	cr_assert_eq(err.err, FI_EHOSTUNREACH, "err %d (%s)", err.err, fi_strerror(err.err));
+	cr_assert_eq(err.prov_errno, int(EfaStatus::PEER_PROTOCOL_MISMATCH), "prov_errno %d", err.prov_errno);
+	char buf[256];
+	const char *msg = fi_cq_strerror(t.cq, err.prov_errno, err.err_data, buf, sizeof buf);
+	cr_assert(msg && strstr(msg, "protocol v4"), "fi_cq_strerror: %s", msg ? msg : "(null)");
+	cr_assert_eq(fi_send(t.ep, big.data(), 64, nullptr, fa, &ctx), -FI_EHOSTUNREACH);
 	close_target(t);
 }

@@ -456,11 +456,11 @@ int Ep::close()
 		rx_pkts.reset();
 		enabled = false;
 	}
-	if (dropped_malformed || dropped_unknown || dropped_dup || dropped_far)
+	if (dropped_malformed || dropped_unknown || dropped_dup || dropped_far || dropped_foreign)
 		EFA_INFO(EpCtrl, "efa endpoint closed: dropped %lu malformed, %lu from unknown senders, %lu duplicate packets, "
-			 "%lu requests beyond the reorder reach",
+			 "%lu requests beyond the reorder reach, %lu of another protocol version",
 			 (unsigned long)dropped_malformed, (unsigned long)dropped_unknown, (unsigned long)dropped_dup,
-			 (unsigned long)dropped_far);
+			 (unsigned long)dropped_far, (unsigned long)dropped_foreign);
 	release_bindings();
 	retire(this);
 	return 0;

@@ -130,6 +130,7 @@ struct Peer : IListNode<Peer> {
 	bool waiting = false; /* scratch of probe_peers */
 	bool dead = false;
 	bool replaced = false; /* dead for good: a new endpoint has its QP number */
+	uint8_t foreign = 0;   /* dead for good: it sent a packet of this protocol version */
 	bool released = false;
 };
 
@@ -383,8 +384,8 @@ struct Ep : EpBase {
 	std::deque<Ctl> ctl_pending;		     /* target answers waiting for a buffer */
 
 	/* Statistics, for logs and tests. */
-	uint64_t dropped_malformed = 0, dropped_unknown = 0, dropped_dup = 0, rnr_resends = 0;
-	bool warned_malformed = false;
+	uint64_t dropped_malformed = 0, dropped_unknown = 0, dropped_dup = 0, rnr_resends = 0, dropped_foreign = 0;
+	bool warned_malformed = false, warned_foreign = false;
 	bool warned_far = false;
 	uint64_t dropped_far = 0; /* requests beyond the reorder reach */
 
@@ -506,12 +507,17 @@ struct Ep : EpBase {
 	void peer_heard(Peer &p)
 	{
 		p.heard = true;
-		if (p.dead && !p.replaced)
+		if (p.dead && !p.replaced && !p.foreign)
 			peer_revived(p);
 	}
 	void peer_revived(Peer &p);
 	/* A packet from `p`'s QP number with another connection id `conn`. */
 	void peer_replaced(Peer &p, uint32_t conn);
+	/* A packet of another protocol version (not ours: e.g. upstream's v4) arrived:
+	 * drop it and, when its sender is a known peer, fail that peer for good
+	 * (protocol.md section 12). */
+	void foreign_packet(const Pkt &pkt, const verbs::Wc &wc);
+	void peer_foreign(Peer &p, unsigned version);
 	/* The answer of an operation on a dead peer, with a log line. */
 	ssize_t dead_peer(const Peer &p) const;
 	void probe_peers(uint64_t now);

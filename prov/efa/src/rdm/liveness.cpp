@@ -102,6 +102,49 @@ void Ep::peer_replaced(Peer &p, uint32_t conn)
 		peer_failed(p, FI_EHOSTUNREACH, 0);
 }
 
+void Ep::foreign_packet(const Pkt &pkt, const verbs::Wc &wc)
+{
+	dropped_foreign++;
+	const unsigned version = pkt.buf[1];
+	/* Its sender, if the device knows it (an address handle: we inserted it or sent to
+	 * it). Another protocol's header has no connection id where ours has one, so the
+	 * QP number names it. */
+	Peer *p = nullptr;
+	if (wc.slid != 0xffff) {
+		auto it = by_src.find(src_key(wc.slid, wc.src_qp));
+		if (it != by_src.end()) {
+			p = it->second;
+		} else if (fi_addr_t a = av->reverse_lookup(wc.slid, wc.src_qp); a != FI_ADDR_NOTAVAIL) {
+			p = peer_for_addr(a);
+		}
+	}
+	if (!warned_foreign) {
+		warned_foreign = true;
+		EFA_WARN(EpData,
+			 "a packet of RDM protocol version %u (type %u, %u bytes) from QP %u%s%s: this provider speaks "
+			 "its own protocol version %u, libfabric's own efa provider speaks version 4, and the two do "
+			 "not interoperate on the efa fabric (the efa-direct fabric works between them). Dropped; "
+			 "further ones are counted, not logged",
+			 version, unsigned(pkt.buf[0]), pkt.len, wc.src_qp, p ? ", " : "",
+			 p ? addr_to_string(p->raw).c_str() : "", unsigned(kProtoVersion));
+	}
+	if (p && !p->foreign && !p->released)
+		peer_foreign(*p, version);
+}
+
+void Ep::peer_foreign(Peer &p, unsigned version)
+{
+	const bool was_dead = p.dead;
+	p.foreign = uint8_t(version);
+	p.dead = true;
+	EFA_WARN(EpData, "%s (fi_addr %lu) speaks RDM protocol version %u, not this provider's %u: its pending "
+		 "operations fail with FI_EHOSTUNREACH and new ones with -FI_EHOSTUNREACH (%s)",
+		 addr_to_string(p.raw).c_str(), (unsigned long)p.addr, version, unsigned(kProtoVersion),
+		 efa_status_msg(uint32_t(EfaStatus::PEER_PROTOCOL_MISMATCH)));
+	if (!was_dead)
+		peer_failed(p, FI_EHOSTUNREACH, uint32_t(EfaStatus::PEER_PROTOCOL_MISMATCH));
+}
+
 void Ep::peer_revived(Peer &p)
 {
 	p.dead = false;
@@ -112,6 +155,11 @@ void Ep::peer_revived(Peer &p)
 
 ssize_t Ep::dead_peer(const Peer &p) const
 {
+	if (p.foreign) {
+		EFA_DBG(EpData, "%s (fi_addr %lu) speaks RDM protocol version %u: -FI_EHOSTUNREACH",
+			addr_to_string(p.raw).c_str(), (unsigned long)p.addr, unsigned(p.foreign));
+		return -FI_EHOSTUNREACH;
+	}
 	EFA_DBG(EpData, "%s (fi_addr %lu) was declared unresponsive: -FI_EHOSTUNREACH (fi_av_remove it, or wait "
 		"for it to be heard from)",
 		addr_to_string(p.raw).c_str(), (unsigned long)p.addr);

@@ -62,6 +62,11 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 		return;
 	}
 	pkt->len = wc.byte_len;
+	if (pkt->len >= 2 && pkt->buf[1] != kProtoVersion) {
+		foreign_packet(*pkt, wc);
+		repost(pkt);
+		return;
+	}
 	Parsed pk;
 	const ParseError e = parse(pkt->buf, pkt->len, pk);
 	if (e != ParseError::None) {
