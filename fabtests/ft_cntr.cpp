@@ -72,19 +72,21 @@ void expect_value(Counter &c, uint64_t want, const char *when)
 	FT_CHECK(e == 0, "%s counter: %llu errors %s", c.name, (unsigned long long)e, when);
 }
 
-void counter_api(Counter &c)
+void counter_api(Counter &c, bool wait_beyond)
 {
 	const char *n = c.name;
 	uint64_t v = fi_cntr_read(c.cntr);
-	auto start = std::chrono::steady_clock::now();
-	int rc = fi_cntr_wait(c.cntr, v + 1, 200);
-	double ms = ms_since(start);
-	FT_CHECK(rc < 0, "%s counter: fi_cntr_wait(%llu) with nothing to come returned %d", n,
-		 (unsigned long long)(v + 1), rc);
-	FT_CHECK(rc == -FI_ETIMEDOUT || rc == -FI_EAGAIN,
-		 "%s counter: fi_cntr_wait timed out with %d (%s), expected -FI_ETIMEDOUT", n, rc,
-		 fi_strerror(-rc));
-	FT_CHECK(ms >= 150 && ms < 10000, "%s counter: a 200 ms fi_cntr_wait took %.0f ms", n, ms);
+	if (wait_beyond) {
+		auto start = std::chrono::steady_clock::now();
+		int rc = fi_cntr_wait(c.cntr, v + 1, 200);
+		double ms = ms_since(start);
+		FT_CHECK(rc < 0, "%s counter: fi_cntr_wait(%llu) with nothing to come returned %d", n,
+			 (unsigned long long)(v + 1), rc);
+		FT_CHECK(rc == -FI_ETIMEDOUT || rc == -FI_EAGAIN,
+			 "%s counter: fi_cntr_wait timed out with %d (%s), expected -FI_ETIMEDOUT", n, rc,
+			 fi_strerror(-rc));
+		FT_CHECK(ms >= 150 && ms < 10000, "%s counter: a 200 ms fi_cntr_wait took %.0f ms", n, ms);
+	}
 	FT_CALL(fi_cntr_add(c.cntr, 5));
 	FT_CHECK(fi_cntr_read(c.cntr) == v + 5, "%s counter: fi_cntr_add(5) gave %llu", n,
 		 (unsigned long long)fi_cntr_read(c.cntr));
@@ -168,8 +170,9 @@ int main(int argc, char **argv)
 		}
 		oob.sync("traffic done");
 	}
+	const bool wait_beyond = !known_broken(fab, "fi_cntr_wait that has to wait");
 	for (auto &c : cs)
-		counter_api(*c);
+		counter_api(*c, wait_beyond);
 	note("%zu counters checked%s", cs.size(),
 	     fab.has(FI_RMA_EVENT) ? "" : " (no FI_RMA_EVENT: no remote read/write counters)");
 	oob.sync("end");

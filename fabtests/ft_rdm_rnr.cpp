@@ -101,7 +101,9 @@ int main(int argc, char **argv)
 	parse_options(argc, argv, "efa fabric: receiver not ready (late receiver; FI_RM_DISABLED with no retries)");
 	Fabric fab(FI_TAGGED | FI_SEND | FI_RECV);
 	if (!fab.is_efa())
-		skip("receiver-not-ready handling is the efa provider's (the provider is %s)", fab.prov_name());
+		skip("receiver-not-ready handling is our efa provider's: the run shrinks its receive pool "
+		     "(FI_EFA_RX_PKT_POOL_SIZE) (the provider is %s)",
+		     fab.prov_label());
 	Ctl ctl;
 	Endpoint ep(fab);
 	fi_addr_t peer = ctl.exchange_names(fab, ep);

@@ -18,7 +18,7 @@ int main(int argc, char **argv)
 {
 	parse_options(argc, argv, "EFA: receiver-not-ready error with FI_OPT_EFA_RNR_RETRY 0");
 	Fabric fab(FI_MSG | FI_SEND | FI_RECV);
-	if (!fab.is_efa())
+	if (!fab.is_efa() && !fab.is_upstream_efa())
 		skip("FI_OPT_EFA_RNR_RETRY is EFA-specific; the provider is %s", fab.prov_name());
 	Oob oob;
 	Endpoint ep(fab, {}, {}, [](fid_ep *e) {

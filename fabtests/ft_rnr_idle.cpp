@@ -37,7 +37,9 @@ int main(int argc, char **argv)
 	parse_options(argc, argv, "efa fabric, FI_RM_DISABLED: sends to a receiver that sleeps complete (FI_ENORX)");
 	Fabric fab(FI_MSG | FI_SEND | FI_RECV);
 	if (!fab.is_efa())
-		skip("receiver-not-ready handling is the efa provider's (the provider is %s)", fab.prov_name());
+		skip("receiver-not-ready handling is our efa provider's: how many sends an idle receiver takes "
+		     "depends on its receive buffers being posted at enable (the provider is %s)",
+		     fab.prov_label());
 	fab.info()->domain_attr->resource_mgmt = FI_RM_DISABLED;
 	const size_t n = 2 * fab.info()->rx_attr->size;
 	EpSpec spec;

@@ -28,7 +28,7 @@
  *     the first len bytes placed and nothing after them written (1000 B, 10000 B,
  *     65537 B and 1 MiB messages, expected and unexpected); the send completes
  *     successfully. On a provider known to tear the connection down after a truncated
- *     receive (tcp;ofi_rxm, see known_broken in common/ft_rdm.cpp) only the first runs.
+ *     receive (tcp;ofi_rxm, see known_broken in common/ft_fabric.cpp) only the first runs.
  *
  * Checked for every message: every byte (a pattern of the message and the position) and
  * the canary bytes between and after the receive iovs; the receive entry's op_context,
@@ -335,11 +335,12 @@ struct Test {
 			deviation(fab, e.len == c.cap && e.olen == c.len - c.cap, Loc::current(),
 				  "%s: FI_ETRUNC entry has len %zu and olen %zu, expected %zu and %zu",
 				  c.name.c_str(), e.len, e.olen, c.cap, c.len - c.cap);
-			FT_CHECK(e.len <= c.cap, "%s: FI_ETRUNC entry len %zu exceeds the receive's %zu",
-				 c.name.c_str(), e.len, c.cap);
+			deviation(fab, e.len <= c.cap, Loc::current(),
+				  "%s: FI_ETRUNC entry len %zu exceeds the receive's %zu", c.name.c_str(), e.len,
+				  c.cap);
 			check_entry(c, e, from, e.len);
 			/* The first len bytes are the message's, nothing after them changed. */
-			check_data(c, pieces, e.len);
+			check_data(c, pieces, std::min(e.len, c.cap));
 		} else {
 			Entry e = ep.rx().wait(&ctx, c.name);
 			check_entry(c, e, from, c.len);
@@ -432,9 +433,10 @@ struct Test {
 				  {65537, 4096, TRECVMSG},
 				  {(1u << 20) + 3, 65536, TRECVMSG}};
 		bool one = known_broken(fab, "a second truncated message");
+		const bool big = !known_broken(fab, "a truncated 1 MiB message");
 		for (bool unexp : {false, true}) {
 			for (auto [len, cap, r] : list) {
-				if (len > max)
+				if (len > max || (len > 65537 && !big))
 					continue;
 				Case c = make(TSEND, r, len, unexp, 1, std::min(2, nrx));
 				c.cap = cap;

@@ -368,30 +368,8 @@ void deviation(const Fabric &fab, bool ok, Loc at, const char *fmt, ...)
 	va_end(ap);
 	if (fab.is_efa())
 		FAIL_AT_CALLER("%s", msg);
-	note("KNOWN DEVIATION (%s, tolerated on providers other than efa): %s", fab.prov_name(),
+	note("KNOWN DEVIATION (%s, tolerated on providers other than efa): %s", fab.prov_label(),
 	     msg);
-}
-
-bool known_broken(const Fabric &fab, const char *check)
-{
-	/* provider, check, what was seen (libfabric 1.17) */
-	static const struct {
-		const char *prov, *check, *seen;
-	} table[] = {
-		{"tcp;ofi_rxm", "a second truncated message",
-		 "after a truncated receive the connection is torn down: the next sends complete "
-		 "with FI_ENOTCONN and their receives never complete; a 10000 B message into a "
-		 "4 KiB receive may not complete at all"},
-		{"tcp;ofi_rxm", "FI_PEEK|FI_DISCARD of a 1 MiB message",
-		 "the peek completes, but the sender's send never does (rendezvous not answered)"},
-	};
-	for (auto &t : table) {
-		if (!strcmp(fab.prov_name(), t.prov) && !strcmp(check, t.check)) {
-			note("KNOWN DEVIATION (%s): %s not run (%s)", t.prov, check, t.seen);
-			return true;
-		}
-	}
-	return false;
 }
 
 bool has_order(const Fabric &fab, uint64_t order)

@@ -194,20 +194,13 @@ private:
 
 /*
  * A check that a stock provider is known to fail although fi_*(3) requires it: fails the
- * test (at the caller's line, with `fmt`) on the efa provider, and on any other provider
- * prints "KNOWN DEVIATION (<provider>): ..." and returns, so the rest of the test still
- * runs there. Used only where a stock provider was seen to deviate (see README.md).
+ * test (at the caller's line, with `fmt`) on our efa provider, and on any other provider
+ * (upstream's efa included) prints "KNOWN DEVIATION (<provider>): ..." and returns, so
+ * the rest of the test still runs there. Used only where a provider was seen to deviate
+ * (see README.md). known_broken() (ft_fabric.h) is for checks a test cannot survive.
  */
 void deviation(const Fabric &fab, bool ok, Loc at, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-
-/*
- * A check that a stock provider is known to fail in a way the test cannot survive (the
- * connection torn down, a hang): true, after printing "KNOWN DEVIATION (<provider>):
- * <check> not run", when fab's provider is listed for `check` in ft_rdm.cpp's table.
- * The check then is left out there; on efa (never listed) it always runs.
- */
-bool known_broken(const Fabric &fab, const char *check);
 
 /* "1 MiB", "4095 B" */
 std::string size_str(size_t len);

@@ -72,7 +72,11 @@ struct efadv_qp {
 	void (*wr_set_processing_hints)(struct efadv_qp *efadv_qp, uint32_t hints);
 };
 
-struct efadv_qp *efadv_qp_from_ibv_qp_ex(struct ibv_qp_ex *ibvqpx);
+/* Weak: libefa of rdma-core 44 does not define it, so a library built with this header
+ * still links programs against that libefa; where the call is made (a device with
+ * processing hints) the definition comes from the device's library (libefasim.so under
+ * LD_PRELOAD, or a current libefa). */
+struct efadv_qp *efadv_qp_from_ibv_qp_ex(struct ibv_qp_ex *ibvqpx) __attribute__((weak));
 
 static inline void efadv_wr_set_processing_hints(struct efadv_qp *efadv_qp, uint32_t hints)
 {
