@@ -26,16 +26,31 @@ struct DvCq;
 /* The efadv_cq handed out by efadv_cq_from_ibv_cq_ex() sits at Cq::dv. */
 constexpr size_t kDvOffset = offsetof(Cq, dv);
 
-bool pop(Cq *cq)
+/*
+ * The next completion: 0, ENOENT when there is none, or EINVAL when it belonged to a QP
+ * destroyed since (consumed). rdma-core's EFA provider finds no QP for such a completion
+ * and answers EINVAL from start_poll/next_poll (ibv_poll_cq: -EINVAL when it is the
+ * first), as long as another QP still uses the CQ; a CQ no QP uses any more is not
+ * polled at all (ENOENT). Software that destroys a QP and then drains its CQ relies on
+ * never seeing such completions (upstream's efa provider looks the QP up and crashes).
+ */
+int pop(Cq *cq)
 {
-	const uint32_t t = cq->tail.load(std::memory_order_relaxed);
-	if (cq->head.load(std::memory_order_acquire) == t)
-		return false;
-	cq->cur = cq->ring[t & cq->mask];
-	cq->tail.store(t + 1, std::memory_order_release);
-	cq->ex.wr_id = cq->cur.wr_id;
-	cq->ex.status = wc_status_of(cq->cur.status);
-	return true;
+	for (;;) {
+		const uint32_t t = cq->tail.load(std::memory_order_relaxed);
+		if (cq->head.load(std::memory_order_acquire) == t)
+			return ENOENT;
+		cq->cur = cq->ring[t & cq->mask];
+		cq->tail.store(t + 1, std::memory_order_release);
+		if (cq->ndead.load(std::memory_order_acquire) && cq->is_dead(cq->cur.qp_gen)) {
+			if (cq->live_qps.load(std::memory_order_relaxed))
+				return EINVAL;
+			continue;
+		}
+		cq->ex.wr_id = cq->cur.wr_id;
+		cq->ex.status = wc_status_of(cq->cur.status);
+		return 0;
+	}
 }
 
 void note_poll(Cq *cq)
@@ -62,14 +77,14 @@ int start_poll(ibv_cq_ex *ex, ibv_poll_cq_attr *attr)
 	note_poll(cq);
 	if (progress_due(cq))
 		cq->rt->progress_cq(cq);
-	if (!pop(cq)) {
+	if (int r = pop(cq)) {
 		cq->poll_lock.unlock();
-		return ENOENT;
+		return r;
 	}
 	return 0;
 }
 
-int next_poll(ibv_cq_ex *ex) { return pop(Cq::from(ex)) ? 0 : ENOENT; }
+int next_poll(ibv_cq_ex *ex) { return pop(Cq::from(ex)); }
 
 void end_poll(ibv_cq_ex *ex) { Cq::from(ex)->poll_lock.unlock(); }
 
@@ -248,7 +263,12 @@ int poll_cq(ibv_cq *c, int n, ibv_wc *wc)
 	if (progress_due(cq))
 		cq->rt->progress_cq(cq);
 	int got = 0;
-	while (got < n && pop(cq)) {
+	while (got < n) {
+		if (int r = pop(cq)) {
+			if (r == EINVAL && got == 0)
+				return -EINVAL;
+			break;
+		}
 		const Cqe &e = cq->cur;
 		ibv_wc &w = wc[got++];
 		std::memset(&w, 0, sizeof w);

@@ -462,6 +462,7 @@ Qp *create_srd_qp(ibv_context *c, ibv_qp_init_attr_ex *attr, const efadv_qp_init
 	qp->scq = Cq::from(attr->send_cq);
 	qp->rcq = Cq::from(attr->recv_cq);
 	qp->qpn = qpn;
+	qp->gen = next_qp_gen();
 	qp->fd = fd;
 	qp->sl = efa.sl;
 	qp->efa_flags = efa.flags;
@@ -506,8 +507,11 @@ Qp *create_srd_qp(ibv_context *c, ibv_qp_init_attr_ex *attr, const efadv_qp_init
 		std::lock_guard<std::mutex> g(rt->lock);
 		rt->qps[qpn] = qp;
 		qp->scq->qps.push_back(qp);
-		if (qp->rcq != qp->scq)
+		qp->scq->live_qps++;
+		if (qp->rcq != qp->scq) {
 			qp->rcq->qps.push_back(qp);
+			qp->rcq->live_qps++;
+		}
 	}
 	rt->register_qp_fd(qp);
 	SIM_DEBUG("efasim%d: QP %u created (flags %#x, sl %u, wr_flags %#lx)", rt->index, qpn, efa.flags, efa.sl,
@@ -551,6 +555,7 @@ int post_recv(ibv_qp *q, ibv_recv_wr *wr, ibv_recv_wr **bad)
 			e.status = EFA_FLUSHED;
 			e.opcode = IBV_WC_RECV;
 			e.qp_num = qp->qpn;
+			e.qp_gen = qp->gen;
 			qp->rt->push_cqe(qp->rcq, e);
 			continue;
 		}
@@ -749,7 +754,14 @@ EFASIM_EXPORT int ibv_destroy_qp(ibv_qp *q)
 		rt->qps.erase(qp->qpn);
 		for (Cq *cq : {qp->scq, qp->rcq}) {
 			auto &v = cq->qps;
+			const size_t before = v.size();
 			v.erase(std::remove(v.begin(), v.end(), qp), v.end());
+			if (v.size() == before)
+				continue; /* one CQ for both queues: done already */
+			cq->live_qps--;
+			std::lock_guard<std::mutex> d(cq->dead_lock);
+			cq->dead_gens.push_back(qp->gen);
+			cq->ndead.store(uint32_t(cq->dead_gens.size()), std::memory_order_release);
 		}
 		for (auto it = rt->held.begin(); it != rt->held.end();)
 			it = it->fd == qp->fd ? rt->held.erase(it) : it + 1;

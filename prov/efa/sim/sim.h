@@ -33,6 +33,7 @@
 #include <time.h>
 
 #include <array>
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -170,6 +171,13 @@ struct Config {
 };
 
 const Config &config();
+
+/* A number no other QP of this process had (Qp::gen). */
+inline uint32_t next_qp_gen()
+{
+	static std::atomic<uint32_t> n{0};
+	return ++n;
+}
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define SIM_WARN(...) ::efasim::log_msg(0, __VA_ARGS__)
 #define SIM_INFO(...) ::efasim::log_msg(1, __VA_ARGS__)
@@ -263,6 +271,7 @@ struct Cqe {
 	uint32_t byte_len;
 	uint32_t imm; /* network byte order */
 	uint32_t qp_num;
+	uint32_t qp_gen; /* Qp::gen of the QP it belongs to */
 	uint32_t src_qp;
 	uint16_t slid;
 	uint8_t opcode; /* enum ibv_wc_opcode */
@@ -295,6 +304,18 @@ struct Cq {
 	CompChannel *channel;
 	std::vector<Qp *> qps; /* Runtime::lock: QPs whose send or recv CQ this is */
 	uint32_t comp_events;
+	/* Completions of QPs destroyed since they were queued are not reported (as
+	 * rdma-core, which finds no QP for them): the generations of those QPs, and how
+	 * many QPs still use this CQ. */
+	std::atomic<uint32_t> live_qps{0};
+	std::atomic<uint32_t> ndead{0};
+	std::mutex dead_lock;
+	std::vector<uint32_t> dead_gens; /* dead_lock */
+	bool is_dead(uint32_t gen)
+	{
+		std::lock_guard<std::mutex> g(dead_lock);
+		return std::find(dead_gens.begin(), dead_gens.end(), gen) != dead_gens.end();
+	}
 
 	static Cq *from(ibv_cq *c) { return reinterpret_cast<Cq *>(c); }
 	static Cq *from(ibv_cq_ex *c) { return reinterpret_cast<Cq *>(c); }
@@ -430,6 +451,7 @@ struct Qp {
 	Cq *scq;
 	Cq *rcq;
 	uint32_t qpn;
+	uint32_t gen; /* unique per QP created in this process */
 	int fd;
 	uint32_t qkey;
 	uint8_t sl;

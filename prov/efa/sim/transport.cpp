@@ -538,6 +538,7 @@ void Runtime::complete_send(SendOp *op)
 		e.opcode = (op->op == OP_WRITE || op->op == OP_WRITE_IMM) ? IBV_WC_RDMA_WRITE : IBV_WC_SEND;
 		e.byte_len = uint32_t(op->len);
 		e.qp_num = owner->qpn;
+		e.qp_gen = owner->gen;
 		push_cqe(owner->scq, e);
 	}
 	op->in_use = false;
@@ -830,6 +831,7 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 			e.opcode = IBV_WC_RECV;
 			e.byte_len = b->msg_len;
 			e.qp_num = qp->qpn;
+			e.qp_gen = qp->gen;
 			e.src_qp = h->src_qpn;
 			/* sl stays 0: rdma-core reports 0 (EFA's completion has no sl) */
 			e.slid = slid_for(this, qp, sgid, e);
@@ -890,6 +892,7 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 				e.imm = b->imm;
 				e.wc_flags = IBV_WC_WITH_IMM;
 				e.qp_num = qp->qpn;
+				e.qp_gen = qp->gen;
 				e.src_qp = h->src_qpn;
 				/* sl stays 0, as rdma-core reports it */
 				e.slid = slid_for(this, qp, sgid, e);
@@ -1020,6 +1023,7 @@ void Runtime::flush_qp(Qp *qp)
 			e.status = EFA_FLUSHED;
 			e.opcode = IBV_WC_RECV;
 			e.qp_num = qp->qpn;
+			e.qp_gen = qp->gen;
 			push_cqe(qp->rcq, e);
 		}
 		qp->rq_head = (qp->rq_head + 1) % uint32_t(qp->rq.size());

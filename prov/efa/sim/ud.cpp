@@ -159,6 +159,7 @@ Qp *create_ud_qp(ibv_context *c, ibv_qp_init_attr_ex *attr)
 	qp->scq = Cq::from(attr->send_cq);
 	qp->rcq = Cq::from(attr->recv_cq);
 	qp->qpn = qpn;
+	qp->gen = next_qp_gen();
 	qp->fd = fd;
 	qp->send_ops = has_ex ? attr->send_ops_flags : ud_ops;
 	qp->has_qp_ex = has_ex;
@@ -197,8 +198,11 @@ Qp *create_ud_qp(ibv_context *c, ibv_qp_init_attr_ex *attr)
 		std::lock_guard<std::mutex> g(rt->lock);
 		rt->qps[qpn] = qp;
 		qp->scq->qps.push_back(qp);
-		if (qp->rcq != qp->scq)
+		qp->scq->live_qps++;
+		if (qp->rcq != qp->scq) {
 			qp->rcq->qps.push_back(qp);
+			qp->rcq->live_qps++;
+		}
 	}
 	rt->register_qp_fd(qp);
 	SIM_DEBUG("efasim%d: UD QP %u created", rt->index, qpn);
@@ -309,6 +313,7 @@ void ud_receive(Runtime *rt, Qp *qp, const Parsed &pk, const Gid &sgid)
 	e.opcode = IBV_WC_RECV;
 	e.byte_len = uint32_t(sizeof(Grh) + body->msg_len);
 	e.qp_num = qp->qpn;
+	e.qp_gen = qp->gen;
 	e.src_qp = h->src_qpn;
 	e.sl = body->sl;
 	uint16_t ahn;
