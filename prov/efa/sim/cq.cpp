@@ -120,8 +120,10 @@ constexpr uint64_t kSupportedWcFlags = IBV_WC_STANDARD_FLAGS;
 
 Cq *Cq::from_dv(efadv_cq *c) { return reinterpret_cast<Cq *>(reinterpret_cast<uint8_t *>(c) - kDvOffset); }
 
-void Runtime::push_cqe(Cq *cq, const Cqe &e)
+void Runtime::push_cqe(const Qp *owner, Cq *cq, Cqe &e)
 {
+	e.qp_num = owner->qpn;
+	e.qp_gen = owner->gen;
 	const uint32_t h = cq->head.load(std::memory_order_relaxed);
 	if (!cq->overflow.empty() || h - cq->tail.load(std::memory_order_acquire) > cq->mask) {
 		if (cq->overflow.empty())

@@ -554,9 +554,7 @@ int post_recv(ibv_qp *q, ibv_recv_wr *wr, ibv_recv_wr **bad)
 			e.wr_id = wr->wr_id;
 			e.status = EFA_FLUSHED;
 			e.opcode = IBV_WC_RECV;
-			e.qp_num = qp->qpn;
-			e.qp_gen = qp->gen;
-			qp->rt->push_cqe(qp->rcq, e);
+			qp->rt->push_cqe(qp, qp->rcq, e);
 			continue;
 		}
 		RecvWr &r = qp->rq[(qp->rq_head + qp->rq_count) % qp->rq.size()];

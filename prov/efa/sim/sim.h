@@ -567,7 +567,8 @@ struct Runtime {
 	void flush_qp(Qp *qp);
 
 	/* --- cq.cpp (Runtime::lock held) */
-	void push_cqe(Cq *cq, const Cqe &e);
+	/* Queues `e` on `cq` as a completion of `owner` (sets its qp_num and qp_gen). */
+	void push_cqe(const Qp *owner, Cq *cq, Cqe &e);
 
 	/* --- device.cpp (Runtime::lock held) */
 	Mr *mr_lookup(uint32_t key);

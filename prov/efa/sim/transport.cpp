@@ -537,9 +537,7 @@ void Runtime::complete_send(SendOp *op)
 		e.status = op->status;
 		e.opcode = (op->op == OP_WRITE || op->op == OP_WRITE_IMM) ? IBV_WC_RDMA_WRITE : IBV_WC_SEND;
 		e.byte_len = uint32_t(op->len);
-		e.qp_num = owner->qpn;
-		e.qp_gen = owner->gen;
-		push_cqe(owner->scq, e);
+		push_cqe(owner, owner->scq, e);
 	}
 	op->in_use = false;
 	op->gen++;
@@ -830,8 +828,6 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 			e.wr_id = wr.wr_id;
 			e.opcode = IBV_WC_RECV;
 			e.byte_len = b->msg_len;
-			e.qp_num = qp->qpn;
-			e.qp_gen = qp->gen;
 			e.src_qp = h->src_qpn;
 			/* sl stays 0: rdma-core reports 0 (EFA's completion has no sl) */
 			e.slid = slid_for(this, qp, sgid, e);
@@ -849,7 +845,7 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 				e.status = EFA_LOCAL_INVALID_LKEY;
 				status = EFA_REMOTE_BAD_STATUS;
 			}
-			push_cqe(qp->rcq, e);
+			push_cqe(qp, qp->rcq, e);
 			break;
 		}
 		case PKT_WRITE: {
@@ -891,12 +887,10 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 				e.byte_len = uint32_t(b->total_len);
 				e.imm = b->imm;
 				e.wc_flags = IBV_WC_WITH_IMM;
-				e.qp_num = qp->qpn;
-				e.qp_gen = qp->gen;
 				e.src_qp = h->src_qpn;
 				/* sl stays 0, as rdma-core reports it */
 				e.slid = slid_for(this, qp, sgid, e);
-				push_cqe(qp->rcq, e);
+				push_cqe(qp, qp->rcq, e);
 			}
 			break;
 		}
@@ -1022,9 +1016,7 @@ void Runtime::flush_qp(Qp *qp)
 			e.wr_id = wr.wr_id;
 			e.status = EFA_FLUSHED;
 			e.opcode = IBV_WC_RECV;
-			e.qp_num = qp->qpn;
-			e.qp_gen = qp->gen;
-			push_cqe(qp->rcq, e);
+			push_cqe(qp, qp->rcq, e);
 		}
 		qp->rq_head = (qp->rq_head + 1) % uint32_t(qp->rq.size());
 		qp->rq_count--;

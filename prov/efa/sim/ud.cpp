@@ -312,8 +312,6 @@ void ud_receive(Runtime *rt, Qp *qp, const Parsed &pk, const Gid &sgid)
 	e.wr_id = wr.wr_id;
 	e.opcode = IBV_WC_RECV;
 	e.byte_len = uint32_t(sizeof(Grh) + body->msg_len);
-	e.qp_num = qp->qpn;
-	e.qp_gen = qp->gen;
 	e.src_qp = h->src_qpn;
 	e.sl = body->sl;
 	uint16_t ahn;
@@ -346,7 +344,7 @@ void ud_receive(Runtime *rt, Qp *qp, const Parsed &pk, const Gid &sgid)
 			e.status = EFA_LOCAL_INVALID_LKEY;
 	}
 	rt->stats.ud_received++;
-	rt->push_cqe(qp->rcq, e);
+	rt->push_cqe(qp, qp->rcq, e);
 }
 
 } // namespace efasim
