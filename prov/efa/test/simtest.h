@@ -158,6 +158,13 @@ struct NodeOpts {
 	uint32_t cqe = 256;
 };
 
+/*
+ * One device context, PD, CQ and QP. Memory a peer reads through the device (an RDMA
+ * read target) must outlive the Node that registered it, i.e. be declared before it: the
+ * device's engine may still be inside the send of a read response the peer already has
+ * when the test returns (AddressSanitizer checks sendmsg's buffer after the call), until
+ * the destructor closes the device.
+ */
 class Node {
 public:
 	explicit Node(const NodeOpts &o = NodeOpts()) : opts_(o)

@@ -158,10 +158,10 @@ Test(sim_faults, exactly_once_under_delay_and_loss_with_rdma, .init = [] {
 			ch.sync(2);
 		},
 		[&](Chan &ch) {
+			std::vector<uint8_t> mem(len); /* outlives the device (simtest.h, Node) */
 			Node t;
 			Addr init = t.exchange(ch);
 			t.ah_for(init);
-			std::vector<uint8_t> mem(len);
 			ibv_mr *mr = t.reg(mem.data(), len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
 			ch.send(RemoteMr{uintptr_t(mem.data()), mr->rkey, uint32_t(len)});
 			ch.sync(2);

@@ -22,11 +22,11 @@ constexpr int kAllRemote = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV
 int passive_target(Chan &ch, size_t len, uint32_t seed, int access, bool make_ah, uint32_t expect_seed,
 		   NodeOpts o = NodeOpts())
 {
+	std::vector<uint8_t> mem(len); /* outlives the device (simtest.h, Node) */
 	Node t(o);
 	Addr init = t.exchange(ch);
 	if (make_ah)
 		t.ah_for(init);
-	std::vector<uint8_t> mem(len);
 	fill(mem.data(), len, seed);
 	ibv_mr *mr = t.reg(mem.data(), len, access);
 	ch.send(RemoteMr{uintptr_t(mem.data()), mr->rkey, uint32_t(len)});
