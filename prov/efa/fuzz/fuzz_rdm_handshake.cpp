@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * A received HANDSHAKE (docs/protocol.md section 4) through the code the endpoint runs:
- * parse(), then decode_handshake() (Ep::handle_handshake keeps only what it returns).
+ * parse(), then decode_handshake() (Ep::handle_handshake keeps only what it returns);
+ * and the protocol probe (section 12.2) through parse_probe().
  * An accepted handshake announces only known features, a window the reorder buffer
  * accepts and an MTU that fits the packet itself; encoding the decoded values again the
  * way Ep::send_handshake does gives a packet that decodes to the same values.
@@ -18,6 +19,19 @@ using efa::fuzz::consume;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	auto buf = efa::fuzz::exact_copy(data, size);
+	/* The protocol probe (section 12.2), checked before parse() in Ep::rx_done: an
+	 * accepted one names an address whose QKEY is its connection id, and writing a
+	 * probe from that address gives one that names it again. */
+	efa::RawAddr from;
+	if (parse_probe(buf.get(), size, from)) {
+		consume(from);
+		FUZZ_CHECK(size >= kProbeLen && from.qpn != 0);
+		alignas(8) uint8_t probe[kProbeLen];
+		efa::RawAddr again;
+		FUZZ_CHECK(write_probe(probe, sizeof probe, from) == kProbeLen);
+		FUZZ_CHECK(parse_probe(probe, sizeof probe, again) && again == from && again.pad == from.pad);
+		return 0;
+	}
 	Parsed pk;
 	if (parse(buf.get(), size, pk) != ParseError::None)
 		return 0;

@@ -230,6 +230,20 @@ void handshakes()
 		}
 		save("fuzz_rdm_handshake", x.name, b);
 	}
+	/* The protocol probe (section 12.2). */
+	efa::RawAddr self{};
+	self.gid[0] = 0xfe;
+	self.gid[1] = 0x80;
+	self.qpn = 12;
+	self.pad = efa::kRdmNameMark;
+	self.qkey = 0x12345678;
+	Bytes probe(kProbeLen);
+	efa::RawAddr from;
+	if (write_probe(probe.data(), probe.size(), self) != kProbeLen || !parse_probe(probe.data(), probe.size(), from)) {
+		std::fprintf(stderr, "gen_corpus: the probe does not parse\n");
+		std::exit(1);
+	}
+	save("fuzz_rdm_handshake", "probe", probe);
 }
 
 /* Streams: window exponent, first id, then [u16 length, packet]... */

@@ -102,6 +102,7 @@ struct Forger {
 		std::memcpy(self.gid, node.self.gid.raw, 16);
 		self.qpn = uint16_t(node.self.qpn);
 		self.qkey = node.self.qkey;
+		self.pad = kRdmNameMark; /* it poses as one of ours (protocol.md 12.2) */
 		/* Room for what the target sends back (its HANDSHAKE). */
 		for (uint32_t i = 0; i < 32; i++)
 			node.post_recv(mr, rx(i), 9000, 1000 + i);
@@ -173,6 +174,26 @@ struct Forger {
 				}
 			}
 		}
+	}
+
+	/* The packets the target sent us within `ms` (their bytes), while it progresses. */
+	std::vector<std::vector<uint8_t>> received(fid_cq *target_cq, int ms)
+	{
+		std::vector<std::vector<uint8_t>> out;
+		for (auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+		     std::chrono::steady_clock::now() < end;) {
+			fi_cq_msg_entry e[4];
+			(void)fi_cq_read(target_cq, e, 4);
+			for (const Completion &c : node.wait(1, 1)) {
+				if (c.wr_id < 1000)
+					continue;
+				const uint32_t i = uint32_t(c.wr_id - 1000);
+				cr_assert_eq(c.status, IBV_WC_SUCCESS);
+				out.emplace_back(rx(i), rx(i) + c.byte_len);
+				node.post_recv(mr, rx(i), 9000, c.wr_id);
+			}
+		}
+		return out;
 	}
 
 	/* Reads the target's CQ until it has nothing to report several times in a row: one
@@ -364,5 +385,125 @@ Test(rdm_inject, foreign_protocol_peer_fails_fast)
 	const char *msg = fi_cq_strerror(t.cq, err.prov_errno, err.err_data, buf, sizeof buf);
 	cr_assert(msg && strstr(msg, "protocol v4"), "fi_cq_strerror: %s", msg ? msg : "(null)");
 	cr_assert_eq(fi_send(t.ep, big.data(), 64, nullptr, fa, &ctx), -FI_EHOSTUNREACH);
+	close_target(t);
+}
+
+/*
+ * A peer whose address does not carry our mark (upstream's names, addresses made from
+ * text) is asked which protocol it speaks before anything else goes to it, in a packet
+ * upstream's protocol v4 parses as a HANDSHAKE announcing nothing (protocol.md 12.2:
+ * type 9, version 4, flags: connection id, nextra_p3 4, extra_info[0] 0, the connection
+ * id at byte 16); sends wait (-FI_EAGAIN) for the answer. Answered in v4, as upstream's
+ * provider answers, the peer is failed: sends return -FI_EHOSTUNREACH, and the probe was
+ * the only packet it got. Before: the first send put our HANDSHAKE (v4's retired RTS,
+ * on which upstream aborts) and the message on the wire at once.
+ */
+Test(rdm_inject, unmarked_peer_is_asked_before_anything_is_sent)
+{
+	Target t;
+	open_target(t);
+	Forger f(t);
+	RawAddr plain = f.self;
+	plain.pad = 0;
+	fi_addr_t fa = FI_ADDR_NOTAVAIL;
+	cr_assert_eq(fi_av_insert(t.av, &plain, 1, &fa, 0, nullptr), 1);
+	uint8_t msg[64] = {};
+	cr_assert_eq(fi_send(t.ep, msg, sizeof msg, nullptr, fa, nullptr), -FI_EAGAIN);
+	cr_assert_eq(fi_send(t.ep, msg, sizeof msg, nullptr, fa, nullptr), -FI_EAGAIN);
+	auto got = f.received(t.cq, 300);
+	cr_assert_eq(got.size(), 1u, "%zu packets reached the peer before it answered", got.size());
+	const std::vector<uint8_t> &pr = got[0];
+	cr_assert_geq(pr.size(), 24u);
+	uint16_t flags;
+	uint32_t nextra_p3, conn;
+	uint64_t extra0;
+	std::memcpy(&flags, &pr[2], 2);
+	std::memcpy(&nextra_p3, &pr[4], 4);
+	std::memcpy(&extra0, &pr[8], 8);
+	std::memcpy(&conn, &pr[16], 4);
+	cr_assert_eq(pr[0], 9, "type %u", pr[0]);
+	cr_assert_eq(pr[1], 4, "version %u", pr[1]);
+	cr_assert_eq(flags, 1u << 15, "flags %#x", flags);
+	cr_assert_eq(nextra_p3, 4u);
+	cr_assert_eq(extra0, 0u);
+	cr_assert_eq(conn, t.addr.qkey);
+
+	const uint8_t v4_handshake[24] = {9, 4, 0, 0x80, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+	std::memcpy(f.tx(0), v4_handshake, sizeof v4_handshake);
+	std::memcpy(f.tx(0) + 16, &f.self.qkey, 4);
+	f.push({sizeof v4_handshake});
+	ssize_t r = -FI_EAGAIN;
+	for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+	     r == -FI_EAGAIN && std::chrono::steady_clock::now() < end;) {
+		fi_cq_msg_entry e[4];
+		(void)fi_cq_read(t.cq, e, 4);
+		r = fi_send(t.ep, msg, sizeof msg, nullptr, fa, nullptr);
+	}
+	cr_assert_eq(r, -FI_EHOSTUNREACH, "fi_send after the v4 answer: %zd", r);
+	cr_assert(f.received(t.cq, 100).empty(), "a packet went to the peer after its v4 answer");
+	close_target(t);
+}
+
+/*
+ * The same question from one of ours (its probe) gets our HANDSHAKE, and a send to an
+ * unmarked peer that answers with one of ours goes through.
+ */
+Test(rdm_inject, unmarked_peer_of_ours_is_asked_then_reached)
+{
+	Target t;
+	open_target(t);
+	Forger f(t);
+	/* The target inserts the forger by an address without the mark: it asks, the forger
+	 * answers with our HANDSHAKE, and the send goes out. */
+	RawAddr plain = f.self;
+	plain.pad = 0;
+	fi_addr_t fa = FI_ADDR_NOTAVAIL;
+	cr_assert_eq(fi_av_insert(t.av, &plain, 1, &fa, 0, nullptr), 1);
+	uint8_t msg[32];
+	std::memset(msg, 0x3c, sizeof msg);
+	cr_assert_eq(fi_send(t.ep, msg, sizeof msg, nullptr, fa, nullptr), -FI_EAGAIN);
+	auto got = f.received(t.cq, 200);
+	cr_assert_eq(got.size(), 1u);
+	cr_assert_eq(got[0][0], 9, "the probe");
+	HandshakeInfo hs{};
+	hs.features = 0;
+	hs.max_payload = 8192;
+	hs.rx_window = 16384;
+	hs.addr = f.self;
+	size_t n = write_handshake(f.tx(0), Forger::kSlot, hs);
+	cr_assert_gt(n, 0u);
+	f.push({n});
+	ssize_t r = -FI_EAGAIN;
+	for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+	     r == -FI_EAGAIN && std::chrono::steady_clock::now() < end;) {
+		fi_cq_msg_entry e[4];
+		(void)fi_cq_read(t.cq, e, 4);
+		r = fi_send(t.ep, msg, sizeof msg, nullptr, fa, nullptr);
+	}
+	cr_assert_eq(r, 0, "fi_send after our answer: %zd", r);
+	got = f.received(t.cq, 300);
+	bool eager = false;
+	for (const auto &p : got) {
+		cr_assert_eq(p[1], kProtoVersion);
+		if (p[0] == uint8_t(PktType::EagerMsg) && std::memcmp(p.data() + p.size() - sizeof msg, msg, sizeof msg) == 0)
+			eager = true;
+	}
+	cr_assert(eager, "the message did not arrive (%zu packets)", got.size());
+	close_target(t);
+}
+
+/* One of ours that asks (a probe with its address) gets our HANDSHAKE. */
+Test(rdm_inject, probe_is_answered_with_our_handshake)
+{
+	Target t;
+	open_target(t);
+	Forger f(t);
+	size_t n = write_probe(f.tx(0), Forger::kSlot, f.self);
+	cr_assert_eq(n, kProbeLen);
+	f.push({n});
+	auto got = f.received(t.cq, 300);
+	cr_assert_eq(got.size(), 1u, "%zu answers", got.size());
+	cr_assert_eq(got[0][0], uint8_t(PktType::Handshake));
+	cr_assert_eq(got[0][1], kProtoVersion);
 	close_target(t);
 }

@@ -390,6 +390,7 @@ int Ep::enable()
 	};
 
 	qkey = random_qkey();
+	name_mark = kRdmNameMark;
 	verbs::QpAttr qa;
 	qa.sq_depth = uint32_t(ntx);
 	qa.rq_depth = uint32_t(nrx);

@@ -99,6 +99,12 @@ struct Peer : IListNode<Peer> {
 	bool hs_sent = false;  /* our HANDSHAKE is out (or owed: hs_owed) */
 	bool hs_owed = false;  /* could not be sent yet */
 	bool hs_got = false;   /* theirs arrived */
+	/* Known to speak our protocol: its address carries kRdmNameMark, or a packet of
+	 * ours (or our probe) came from it. Until then nothing of our protocol goes to it:
+	 * the probe first (`asked_at`: when, steady ns), and work waits (protocol.md 12.2). */
+	bool speaks_ours = false;
+	bool asked_warned = false;
+	uint64_t asked_at = 0;
 	uint64_t features = 0; /* theirs */
 	uint32_t max_payload = 0;
 	uint32_t rx_window = 0; /* theirs (0: not known yet) */
@@ -354,6 +360,7 @@ struct Ep : EpBase {
 	uint32_t backoff_first_us = 0;
 	uint32_t backoff_max_us = 0;
 	uint64_t probe_ns = 0; /* FI_EFA_PEER_PROBE_INTERVAL; 0: no probes */
+	static constexpr uint64_t kAskWarnNs = 2000000000; /* ask_protocol's warning */
 	uint64_t next_probe_check = 0;
 
 	/* Buffers and entries. */
@@ -487,6 +494,8 @@ struct Ep : EpBase {
 	void handle_write_data(Peer &p, const Parsed &pk);
 	void void_next(Peer &p, Pkt *pkt);
 	Peer *peer_from_wc(const verbs::Wc &wc, const Parsed &pk);
+	/* The same from the connection id and the address a packet carries (`what`: its kind, for the log). */
+	Peer *peer_from_src(const verbs::Wc &wc, uint32_t conn, const RawAddr *ra, const char *what);
 	Peer *known_peer(uint16_t ahn, uint32_t qpn, uint32_t conn);
 	Peer *adopt(Peer *p, fi_addr_t addr);
 	void adopt_inserted();
@@ -526,6 +535,11 @@ struct Ep : EpBase {
 	void unpost(Peer *p);
 	void link_msg(Peer &p, MsgRx &m) { m.plink.m = &m; p.msgs.push_back(&m.plink); }
 	bool send_handshake(Peer &p);
+	/* Work to p, not known to speak our protocol: sends the probe once, warns when the
+	 * answer is late, and returns -FI_EAGAIN (protocol.md section 12.2). */
+	ssize_t ask_protocol(Peer &p);
+	/* A probe arrived (rx_done): its sender is one of ours and gets our HANDSHAKE. */
+	void handle_probe(const RawAddr &from, const verbs::Wc &wc);
 	void handle_handshake(Peer &p, const Parsed &pk);
 	void progress();
 	/* Packets: a transmit buffer with the base header's fields filled by the caller. */

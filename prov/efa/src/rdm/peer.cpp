@@ -29,6 +29,7 @@ RawAddr Ep::self_addr() const
 	RawAddr a{};
 	std::memcpy(a.gid, dom->dev->gid().raw, 16);
 	a.qpn = uint16_t(qp.qpn());
+	a.pad = name_mark;
 	a.qkey = qkey;
 	return a;
 }
@@ -47,6 +48,7 @@ std::unique_ptr<Peer> make_peer(Domain::AhRef *ah, const RawAddr &raw, fi_addr_t
 	auto p = std::make_unique<Peer>(window);
 	p->addr = addr;
 	p->raw = raw;
+	p->speaks_ours = raw.pad == kRdmNameMark;
 	p->ah = ah;
 	p->dest = verbs::Dest{ah->ah.get(), raw.qpn, raw.qkey};
 	return p;
@@ -152,7 +154,11 @@ void Ep::adopt_inserted()
 
 Peer *Ep::peer_from_wc(const verbs::Wc &wc, const Parsed &pk)
 {
-	const uint32_t conn = pk.base->conn;
+	return peer_from_src(wc, pk.base->conn, pk.raw_addr, pkt_type_name(pk.type));
+}
+
+Peer *Ep::peer_from_src(const verbs::Wc &wc, uint32_t conn, const RawAddr *ra, const char *what)
+{
 	if (wc.slid != 0xffff) {
 		if (Peer *p = known_peer(wc.slid, wc.src_qp, conn))
 			return p;
@@ -161,7 +167,6 @@ Peer *Ep::peer_from_wc(const verbs::Wc &wc, const Parsed &pk)
 	 * sender is a new endpoint on a known QP number): the packet's own address names
 	 * it. Every packet of one sender must reach the same peer, whether it came before
 	 * or after an address handle existed. */
-	const RawAddr *ra = pk.raw_addr;
 	if (ra && ra->qkey == conn && ra->qpn == wc.src_qp) {
 		int err = 0;
 		Domain::AhRef *ah = dom->get_ah(ra->gid, &err);
@@ -173,14 +178,14 @@ Peer *Ep::peer_from_wc(const verbs::Wc &wc, const Parsed &pk)
 		} else {
 			auto np = make_peer(ah, *ra, FI_ADDR_NOTAVAIL, rx_window);
 			Peer *raw = np.get();
+			raw->speaks_ours = true; /* it spoke first, in our protocol */
 			implicit.push_back(std::move(np));
 			by_src[src_key(raw->ah->ah.ahn(), raw->raw.qpn)] = raw;
 			return raw;
 		}
 	}
 	dropped_unknown++;
-	EFA_DBG(EpData, "%s from QP %u (AHN %u, conn %#x): unknown sender, dropped", pkt_type_name(pk.type),
-		wc.src_qp, wc.slid, conn);
+	EFA_DBG(EpData, "%s from QP %u (AHN %u, conn %#x): unknown sender, dropped", what, wc.src_qp, wc.slid, conn);
 	return nullptr;
 }
 
@@ -222,6 +227,43 @@ bool Ep::send_handshake(Peer &p)
 	pkt->len = uint32_t(write_handshake(pkt->buf, pkt->cap, own_handshake()));
 	post(pkt);
 	return true;
+}
+
+ssize_t Ep::ask_protocol(Peer &p)
+{
+	const uint64_t now = now_ns();
+	if (!p.asked_at) {
+		Pkt *pkt = tx_pkt(p, nullptr);
+		if (!pkt)
+			return -FI_EAGAIN;
+		pkt->len = uint32_t(write_probe(pkt->buf, pkt->cap, self_addr()));
+		p.asked_at = now;
+		EFA_INFO(EpData, "%s (fi_addr %lu): its address does not say it speaks this provider's RDM protocol "
+			 "(names from fi_getname do; text and node/service addresses and other providers' names "
+			 "do not): asking it first; work to it waits for the answer",
+			 addr_to_string(p.raw).c_str(), (unsigned long)p.addr);
+		post(pkt);
+	} else if (!p.asked_warned && now - p.asked_at > kAskWarnNs) {
+		p.asked_warned = true;
+		EFA_WARN(EpData, "%s (fi_addr %lu) has not said which RDM protocol it speaks %lu s after we asked: "
+			 "sends, RMA and atomics to it return -FI_EAGAIN until it does. It answers once its "
+			 "endpoint is enabled and progressed; insert the name its fi_getname returns to skip "
+			 "the question",
+			 addr_to_string(p.raw).c_str(), (unsigned long)p.addr, (unsigned long)(kAskWarnNs / 1000000000));
+	}
+	return -FI_EAGAIN;
+}
+
+void Ep::handle_probe(const RawAddr &from, const verbs::Wc &wc)
+{
+	Peer *p = peer_from_src(wc, from.qkey, &from, "protocol probe");
+	if (!p || p->foreign || p->replaced || p->released)
+		return;
+	p->speaks_ours = true;
+	peer_heard(*p);
+	/* The answer: a HANDSHAKE of ours, also when one went out before (the asker waits
+	 * for a packet of ours that comes after its question). */
+	send_handshake(*p);
 }
 
 void Ep::handle_handshake(Peer &p, const Parsed &pk)

@@ -2,6 +2,8 @@
 /* Packet checks (docs/protocol.md sections 3 and 6). */
 #include "rdm/pkt.h"
 
+#include <cstring>
+
 namespace efa::rdm {
 
 namespace {
@@ -280,6 +282,53 @@ size_t write_handshake(void *buf, size_t cap, const HandshakeInfo &hs)
 	h->max_payload = hs.max_payload;
 	h->rx_window = hs.rx_window;
 	return w.raw_addr(hs.addr) && w.ok() ? w.size() : 0;
+}
+
+namespace {
+
+/* Upstream's protocol v4 (section 12.2): the HANDSHAKE type, the version, the flag that
+ * says a connection id follows the extra_info words, and the byte offsets of the probe. */
+constexpr uint8_t kV4Handshake = 9, kV4Version = 4;
+constexpr uint16_t kV4ConnIdFlag = 1u << 15;
+constexpr size_t kProbeNextraP3 = 4, kProbeExtraInfo = 8, kProbeConnId = 16, kProbeMagicOff = 24,
+		 kProbeAddr = 32;
+static_assert(kProbeAddr + sizeof(RawAddr) == kProbeLen);
+
+} // namespace
+
+size_t write_probe(void *buf, size_t cap, const RawAddr &self)
+{
+	if (cap < kProbeLen)
+		return 0;
+	auto *b = static_cast<uint8_t *>(buf);
+	std::memset(b, 0, kProbeLen);
+	const uint16_t flags = kV4ConnIdFlag;
+	const uint32_t nextra_p3 = 4; /* one extra_info word (features and requests: none) */
+	b[0] = kV4Handshake;
+	b[1] = kV4Version;
+	std::memcpy(b + 2, &flags, 2);
+	std::memcpy(b + kProbeNextraP3, &nextra_p3, 4);
+	std::memcpy(b + kProbeConnId, &self.qkey, 4);
+	std::memcpy(b + kProbeMagicOff, kProbeMagic, sizeof kProbeMagic);
+	std::memcpy(b + kProbeAddr, &self, sizeof self);
+	return kProbeLen;
+}
+
+bool parse_probe(const void *buf, size_t len, RawAddr &from)
+{
+	const auto *b = static_cast<const uint8_t *>(buf);
+	if (len < kProbeLen || b[0] != kV4Handshake || b[1] != kV4Version)
+		return false;
+	uint16_t flags;
+	uint32_t nextra_p3, conn;
+	std::memcpy(&flags, b + 2, 2);
+	std::memcpy(&nextra_p3, b + kProbeNextraP3, 4);
+	std::memcpy(&conn, b + kProbeConnId, 4);
+	if (flags != kV4ConnIdFlag || nextra_p3 != 4 ||
+	    std::memcmp(b + kProbeMagicOff, kProbeMagic, sizeof kProbeMagic) != 0)
+		return false;
+	std::memcpy(&from, b + kProbeAddr, sizeof from);
+	return from.qkey == conn && from.qpn != 0;
 }
 
 } // namespace efa::rdm

@@ -369,6 +369,20 @@ ParseError decode_handshake(const Parsed &pk, HandshakeInfo &out);
  */
 size_t write_handshake(void *buf, size_t cap, const HandshakeInfo &hs);
 
+/*
+ * The protocol probe (section 12.2): the first packet to a peer whose address lacks
+ * kRdmNameMark. Upstream's protocol v4 parses it as a HANDSHAKE that announces no
+ * feature (type 9, version 4, the connection-id flag, one extra_info word of 0, the
+ * connection id); what follows is ignored there: kProbeMagic and the sender's address.
+ * Our endpoints answer it with a HANDSHAKE of ours, upstream's with one of v4.
+ */
+inline constexpr size_t kProbeLen = 64;
+inline constexpr uint8_t kProbeMagic[8] = {'e', 'f', 'a', '-', 'c', 'p', 'p', '1'};
+/* Writes a probe from `self` into buf; its length, or 0 when it does not fit. */
+size_t write_probe(void *buf, size_t cap, const RawAddr &self);
+/* Whether buf holds a probe; if so its sender's address (QKEY = connection id) in `from`. */
+bool parse_probe(const void *buf, size_t len, RawAddr &from);
+
 } // namespace efa::rdm
 
 #endif

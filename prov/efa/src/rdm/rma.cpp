@@ -132,6 +132,8 @@ ssize_t Ep::rma(const RmaArgs &args)
 	}
 	if (p->dead)
 		return dead_peer(*p);
+	if (!p->speaks_ours)
+		return ask_protocol(*p);
 	if (held_back(*p))
 		return -FI_EAGAIN;
 	TxOp *op = txops.get();
@@ -280,6 +282,8 @@ ssize_t Ep::atomic(const AtomicArgs &a)
 	}
 	if (p->dead)
 		return dead_peer(*p);
+	if (!p->speaks_ours)
+		return ask_protocol(*p);
 	if (held_back(*p) || ids_full(*p))
 		return -FI_EAGAIN;
 	if (tx_pkts.avail() < (p->hs_sent ? 1u : 2u))

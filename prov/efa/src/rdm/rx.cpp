@@ -63,7 +63,12 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 	}
 	pkt->len = wc.byte_len;
 	if (pkt->len >= 2 && pkt->buf[1] != kProtoVersion) {
-		foreign_packet(*pkt, wc);
+		/* Our protocol probe (shaped as v4's HANDSHAKE), or another protocol's packet. */
+		RawAddr from;
+		if (parse_probe(pkt->buf, pkt->len, from))
+			handle_probe(from, wc);
+		else
+			foreign_packet(*pkt, wc);
 		repost(pkt);
 		return;
 	}
@@ -83,6 +88,7 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 	Peer *p = peer_from_wc(wc, pk);
 	if (p) {
 		peer_heard(*p);
+		p->speaks_ours = true;
 		pkt->peer = p;
 		if (!p->hs_sent)
 			send_handshake(*p);

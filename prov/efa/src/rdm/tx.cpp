@@ -97,6 +97,8 @@ ssize_t Ep::send(const SendArgs &a)
 	}
 	if (p->dead)
 		return dead_peer(*p);
+	if (!p->speaks_ours)
+		return ask_protocol(*p);
 	if (held_back(*p) || ids_full(*p))
 		return -FI_EAGAIN;
 
