@@ -67,7 +67,8 @@ log=$dir/libfabric2.log
 t0=$(date +%s)
 
 # ---------------------------------------------------------------- 1. libfabric 2.6
-sum=$(cat "$tarball" "$src/include/efadv-current/infiniband/efadv.h" | sha256sum | cut -d' ' -f1)
+sum=$(cat "$tarball" "$src/include/efadv-current/infiniband/efadv.h" "$src/include/efa/efadv_layouts.h" | sha256sum |
+	cut -d' ' -f1)
 if [ -f "$prefix/.built-from" ] && [ "$(cat "$prefix/.built-from")" = "$sum" ] && [ -x "$prefix/bin/fi_info" ]; then
 	step "libfabric 2.6 in $prefix (built before from the same tarball)"
 else

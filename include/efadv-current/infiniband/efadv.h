@@ -16,8 +16,8 @@
  *
  * Used by contrib/libfabric2.sh to build upstream libfabric's EFA provider for the
  * software device. The provider and the device themselves use
- * prov/efa/src/verbs/efadv_compat.h with the installed header; its `_cur` structs
- * have the layouts below. Layouts follow the efadv man pages (shared/reference/efadv).
+ * include/efa/efadv_compat.h with the installed header; its `_cur` structs
+ * and the structs below take their members from include/efa/efadv_layouts.h. Layouts follow the efadv man pages (shared/reference/efadv).
  */
 #ifndef __EFADV_H__
 #define __EFADV_H__
@@ -29,6 +29,9 @@
 #include <sys/types.h>
 
 #include <infiniband/verbs.h>
+
+/* The member lists, shared with the provider's compatibility header. */
+#include "../../efa/efadv_layouts.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,12 +52,7 @@ enum {
 };
 
 struct efadv_qp_init_attr {
-	uint64_t comp_mask;
-	uint32_t driver_qp_type;
-	uint16_t flags;
-	uint8_t sl;
-	uint8_t reserved[1];
-	uint64_t wr_flags;
+	EFA_EFADV_QP_INIT_ATTR_MEMBERS
 };
 
 struct ibv_qp *efadv_create_driver_qp(struct ibv_pd *ibvpd, struct ibv_qp_init_attr *attr,
@@ -68,8 +66,7 @@ enum {
 };
 
 struct efadv_qp {
-	uint64_t comp_mask;
-	void (*wr_set_processing_hints)(struct efadv_qp *efadv_qp, uint32_t hints);
+	EFA_EFADV_QP_MEMBERS
 };
 
 /* Weak: libefa of rdma-core 44 does not define it, so a library built with this header
@@ -93,15 +90,7 @@ enum {
 };
 
 struct efadv_device_attr {
-	uint64_t comp_mask;
-	uint32_t max_sq_wr;
-	uint32_t max_rq_wr;
-	uint16_t max_sq_sge;
-	uint16_t max_rq_sge;
-	uint16_t inline_buf_size;
-	uint16_t inline_buf_size_ex;
-	uint32_t device_caps;
-	uint32_t max_rdma_size;
+	EFA_EFADV_DEVICE_ATTR_MEMBERS
 };
 
 int efadv_query_device(struct ibv_context *ibvctx, struct efadv_device_attr *attr, uint32_t inlen);
@@ -122,22 +111,11 @@ enum {
 };
 
 struct efadv_cq_init_attr {
-	uint64_t comp_mask;
-	uint64_t wc_flags;
-	uint64_t flags;
-	struct {
-		uint8_t *buffer;
-		uint64_t length;
-		uint64_t offset;
-		int32_t fd;
-		uint8_t reserved[4];
-	} ext_mem_dmabuf;
+	EFA_EFADV_CQ_INIT_ATTR_MEMBERS
 };
 
 struct efadv_cq {
-	uint64_t comp_mask;
-	int (*wc_read_sgid)(struct efadv_cq *efadv_cq, union ibv_gid *sgid);
-	bool (*wc_is_unsolicited)(struct efadv_cq *efadv_cq);
+	EFA_EFADV_CQ_MEMBERS
 };
 
 struct ibv_cq_ex *efadv_create_cq(struct ibv_context *ibvctx, struct ibv_cq_init_attr_ex *attr_ex,

@@ -174,10 +174,10 @@ struct Ep {
 		ah = Ah::create(pd, remote.gid).take();
 		peer = Dest{ah.get(), remote.qpn, 0x5151};
 	}
-	ibv_sge sge(size_t off, size_t len) const { return ibv_sge{uintptr_t(mem.data() + off), uint32_t(len), mr.lkey()}; }
+	Sge sge(size_t off, size_t len) const { return Sge{uintptr_t(mem.data() + off), uint32_t(len), mr.lkey()}; }
 	void post_recv(size_t off, size_t len, uint64_t id)
 	{
-		ibv_sge s = sge(off, len);
+		Sge s = sge(off, len);
 		if (qp.post_recv(id, {&s, 1})) {
 			fprintf(stderr, "post_recv failed\n");
 			_exit(5);
@@ -211,7 +211,7 @@ double efa_pingpong(const Api *api, bool client, size_t size, int iters)
 	csync();
 	int pending_sends = 0;
 	for (int i = 0; i < iters + 100; i++) {
-		ibv_sge s = ep.sge(16384, size);
+		Sge s = ep.sge(16384, size);
 		if (client) {
 			double t0 = now_us();
 			ep.qp.send(2, ep.peer, {&s, 1}, 0, 0);
@@ -275,7 +275,7 @@ double efa_send_bw(const Api *api, bool client, size_t size, int count, int wind
 		int posted = 0, done = 0;
 		while (done < count) {
 			while (posted < count && posted - done < window) {
-				ibv_sge s = ep.sge(0, size);
+				Sge s = ep.sge(0, size);
 				ep.qp.send(1, ep.peer, {&s, 1}, 0, posted + 1 < count && posted - done + 1 < window ? uint32_t(kMore) : 0u);
 				posted++;
 			}
@@ -341,7 +341,7 @@ double efa_rdma_bw(const Api *api, bool client, bool write, size_t size, int cou
 		int posted = 0, done = 0;
 		while (done < count) {
 			while (posted < count && posted - done < window) {
-				ibv_sge s = ep.sge(0, size);
+				Sge s = ep.sge(0, size);
 				int ret = write ? ep.qp.write(1, ep.peer, {&s, 1}, ep.remote.rkey, ep.remote.addr + size, 0, 0)
 						: ep.qp.read(1, ep.peer, {&s, 1}, ep.remote.rkey, ep.remote.addr + size, 0);
 				if (ret) {

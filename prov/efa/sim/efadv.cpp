@@ -89,7 +89,7 @@ EFASIM_EXPORT ibv_qp *efadv_create_qp_ex(ibv_context *c, ibv_qp_init_attr_ex *at
 		errno = err;
 		return nullptr;
 	}
-	if (a.comp_mask || a.reserved) {
+	if (a.comp_mask || a.reserved[0]) {
 		errno = EINVAL;
 		return nullptr;
 	}

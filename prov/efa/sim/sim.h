@@ -24,7 +24,7 @@
 #ifndef EFASIM_SIM_H
 #define EFASIM_SIM_H
 
-#include "verbs/efadv_compat.h"
+#include "efa/efadv_compat.h"
 #include "efasim.h"
 #include "wire.h"
 

@@ -111,6 +111,16 @@ struct Cq {
 	int progress(size_t max);
 	/* With `lock` held: polls the device CQ only (a user progressing a second CQ). */
 	int poll_device(size_t max);
+	/* Without `lock`: polls the device CQ if no other thread is doing so (one user
+	 * progressing its second CQ from the first one's progress); false when busy. */
+	bool try_poll_device(size_t max)
+	{
+		std::unique_lock<std::mutex> g(lock, std::try_to_lock);
+		if (!g.owns_lock())
+			return false;
+		poll_device(max);
+		return true;
+	}
 
 	void attach(CqUser *u);
 	void detach(CqUser *u);

@@ -111,9 +111,7 @@ Domain::AhRef *Domain::get_ah(const uint8_t gid[16], int *err)
 		it->second->refs++;
 		return it->second.get();
 	}
-	ibv_gid g16;
-	std::memcpy(g16.raw, gid, 16);
-	auto ah = verbs::Ah::create(pd, g16);
+	auto ah = verbs::Ah::create(pd, gid);
 	if (!ah.ok()) {
 		*err = ah.error();
 		return nullptr;

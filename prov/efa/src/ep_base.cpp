@@ -4,6 +4,8 @@
 #include "addr.h"
 #include "log.h"
 
+#include <rdma/fi_ext_efa.h>
+
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -201,6 +203,98 @@ int EpBase::getname(void *addr, size_t *addrlen) const
 	std::memcpy(addr, &a, kAddrLen);
 	return 0;
 }
+
+int EpBase::getopt_common(int name, void *val, size_t *len) const
+{
+	switch (name) {
+	case FI_OPT_EFA_RNR_RETRY: return put_opt<size_t>(val, len, rnr_retry);
+	case FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV:
+		return put_opt<bool>(val, len, enabled ? qp.features().unsolicited_write_recv : use_unsolicited_write_recv);
+	default: return -FI_ENOPROTOOPT;
+	}
+}
+
+int EpBase::setopt_common(int name, const void *val, size_t len)
+{
+	switch (name) {
+	case FI_OPT_EFA_RNR_RETRY: {
+		if (len != sizeof(size_t))
+			return -FI_EINVAL;
+		const size_t v = *static_cast<const size_t *>(val);
+		if (enabled) {
+			EFA_WARN(EpCtrl, "FI_OPT_EFA_RNR_RETRY must be set before fi_enable");
+			return -FI_EINVAL;
+		}
+		/* As upstream: a device that cannot change it answers -FI_ENOSYS on both fabrics. */
+		if (!dom->dev->rnr_retry()) {
+			EFA_WARN(EpCtrl, "FI_OPT_EFA_RNR_RETRY: this device cannot change its RNR retry count; the "
+				 "device's default applies");
+			return -FI_ENOSYS;
+		}
+		if (v > 7) {
+			EFA_WARN(EpCtrl, "FI_OPT_EFA_RNR_RETRY %zu: 0..6 retries, or 7 for retrying forever", v);
+			return -FI_EINVAL;
+		}
+		rnr_retry = uint8_t(v);
+		return 0;
+	}
+	case FI_OPT_CUDA_API_PERMITTED:
+	case FI_OPT_SHARED_MEMORY_PERMITTED:
+		/* Neither CUDA nor shared memory is used: any answer is honoured. */
+		return len == sizeof(bool) ? 0 : -FI_EINVAL;
+	case FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV: {
+		if (len != sizeof(bool))
+			return -FI_EINVAL;
+		const bool v = *static_cast<const bool *>(val);
+		if (enabled) {
+			EFA_WARN(EpCtrl, "FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV must be set before fi_enable");
+			return -FI_EINVAL;
+		}
+		if (v && !dom->dev->unsolicited_write_recv()) {
+			EFA_WARN(EpCtrl, "FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV true: this device has no unsolicited "
+				 "write receive");
+			return -FI_EOPNOTSUPP;
+		}
+		use_unsolicited_write_recv = v;
+		return 0;
+	}
+	case FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES:
+	case FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES:
+		return -FI_EOPNOTSUPP; /* SRD orders no data placement */
+	default:
+		return -FI_ENOPROTOOPT;
+	}
+}
+
+/* ------------------------------------------------------------------ fi_ops_cm */
+
+namespace {
+
+int cm_getname(fid_t f, void *addr, size_t *addrlen)
+{
+	EpBase *ep = ep_base_of(f);
+	return ep ? ep->getname(addr, addrlen) : -FI_EINVAL;
+}
+
+template <typename... A> int cm_enosys(A...) { return -FI_ENOSYS; }
+
+} // namespace
+
+fi_ops_cm g_ep_cm_ops = {
+	.size = sizeof(fi_ops_cm),
+	.setname = cm_enosys<fid_t, void *, size_t>,
+	.getname = cm_getname,
+	.getpeer = cm_enosys<fid_ep *, void *, size_t *>,
+	.connect = cm_enosys<fid_ep *, const void *, const void *, size_t>,
+	.listen = cm_enosys<fid_pep *>,
+	.accept = cm_enosys<fid_ep *, const void *, size_t>,
+	.reject = cm_enosys<fid_pep *, fid_t, const void *, size_t>,
+	.shutdown = cm_enosys<fid_ep *, uint64_t>,
+	.join = cm_enosys<fid_ep *, const void *, uint64_t, fid_mc **, void *>,
+};
+
+int ep_no_tx_ctx(fid_ep *, int, fi_tx_attr *, fid_ep **, void *) { return -FI_ENOSYS; }
+int ep_no_rx_ctx(fid_ep *, int, fi_rx_attr *, fid_ep **, void *) { return -FI_ENOSYS; }
 
 /* ------------------------------------------------------------------ no tagged, no atomics */
 

@@ -16,7 +16,10 @@
 #include "verbs/qp.h"
 
 #include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
 #include <rdma/fi_tagged.h>
+
+#include <cstring>
 
 namespace efa {
 
@@ -64,6 +67,16 @@ struct EpBase {
 	void release_bindings();
 	/* fi_getname. */
 	int getname(void *addr, size_t *addrlen) const;
+	/*
+	 * fi_getopt / fi_setopt at FI_OPT_ENDPOINT of the options the SRD endpoint kinds
+	 * (efa-direct, the efa fabric) treat alike: FI_OPT_EFA_RNR_RETRY,
+	 * FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV (the checks every kind makes),
+	 * FI_OPT_CUDA_API_PERMITTED, FI_OPT_SHARED_MEMORY_PERMITTED and the 128-byte in-order
+	 * options. -FI_ENOPROTOOPT for any other: the kind's handler answers its own options
+	 * (and adds its own rules) before calling these.
+	 */
+	int getopt_common(int name, void *val, size_t *len) const;
+	int setopt_common(int name, const void *val, size_t len);
 	/* Bumps a bound counter. */
 	void count(CntrIdx i, bool ok) const
 	{
@@ -80,6 +93,22 @@ uint32_t random_qkey();
 
 /* The tagged and atomic operations of endpoints without them (efa-direct, DGRAM): every
  * call is -FI_ENOSYS; the atomic valid queries are -FI_EOPNOTSUPP. */
+/* fi_ops_cm of every endpoint kind: fi_getname; no connections (-FI_ENOSYS). */
+extern fi_ops_cm g_ep_cm_ops;
+/* fi_tx_context / fi_rx_context of every endpoint kind: no scalable endpoints (-FI_ENOSYS). */
+int ep_no_tx_ctx(fid_ep *, int, fi_tx_attr *, fid_ep **, void *);
+int ep_no_rx_ctx(fid_ep *, int, fi_rx_attr *, fid_ep **, void *);
+
+/* Writes option value v for fi_getopt (-FI_ETOOSMALL when *len is short). */
+template <typename T> int put_opt(void *val, size_t *len, T v)
+{
+	if (*len < sizeof(T))
+		return -FI_ETOOSMALL;
+	std::memcpy(val, &v, sizeof v);
+	*len = sizeof(T);
+	return 0;
+}
+
 extern fi_ops_tagged g_enosys_tagged_ops;
 extern fi_ops_atomic g_enosys_atomic_ops;
 

@@ -58,17 +58,10 @@ inline constexpr uint64_t kRdmRxOpFlags = FI_COMPLETION | FI_MORE | FI_MULTI_REC
 
 /* The efa-direct info of one device, untailored (free with fi_freeinfo). */
 fi_info *direct_prototype(const verbs::Device &dev);
-/* The efa fabric's info of one device, untailored. */
+/* The efa fabric's info of one device, untailored (rdm/attrs.cpp). */
 fi_info *rdm_prototype(const verbs::Device &dev);
 /* The FI_EP_DGRAM info of one device (fabric efa, domain <device>-dgrm), untailored. */
 fi_info *dgram_prototype(const verbs::Device &dev);
-
-/* Sizes of the efa fabric that getinfo reports and the endpoint honours. */
-struct RdmLimits {
-	size_t inject;	    /* tx_attr->inject_size: fits one eager packet with every header */
-	size_t max_atomic;  /* bytes of one atomic operation (ordered sizes) */
-};
-RdmLimits rdm_limits(const verbs::Device &dev);
 
 /*
  * A copy of `proto` narrowed to `hints` for API `version`, or null with `why` set when

@@ -80,14 +80,14 @@ int do_reg(Domain *d, const void *buf, size_t len, uint64_t access, uint64_t off
 	(void)offset; /* FI_MR_VIRT_ADDR: remote addresses are virtual addresses, offset unused */
 	if (!access)
 		access = FI_SEND | FI_RECV;
-	int ibv = IBV_ACCESS_LOCAL_WRITE;
+	int ibv = verbs::kLocalWrite;
 	if (access & FI_REMOTE_READ) {
 		if (!d->dev->rdma_read() && !d->rdm) {
 			EFA_WARN(Mr, "%s has no RDMA read: FI_REMOTE_READ cannot be granted", d->dev->name().c_str());
 			return -FI_EOPNOTSUPP;
 		}
 		if (d->dev->rdma_read())
-			ibv |= IBV_ACCESS_REMOTE_READ;
+			ibv |= verbs::kRemoteRead;
 	}
 	if (access & FI_REMOTE_WRITE) {
 		if (!d->dev->rdma_write() && !d->rdm) {
@@ -95,7 +95,7 @@ int do_reg(Domain *d, const void *buf, size_t len, uint64_t access, uint64_t off
 			return -FI_EOPNOTSUPP;
 		}
 		if (d->dev->rdma_write())
-			ibv |= IBV_ACCESS_REMOTE_WRITE;
+			ibv |= verbs::kRemoteWrite;
 	}
 	const bool prov_key = (d->mr_mode & FI_MR_PROV_KEY) || d->mr_mode == FI_MR_BASIC;
 	if (!prov_key) {

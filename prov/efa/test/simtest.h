@@ -9,7 +9,7 @@
 #ifndef EFA_TEST_SIMTEST_H
 #define EFA_TEST_SIMTEST_H
 
-#include "verbs/efadv_compat.h"
+#include "efa/efadv_compat.h"
 #include "../sim/efasim.h"
 
 #include <criterion/criterion.h>

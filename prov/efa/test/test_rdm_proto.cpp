@@ -3,6 +3,7 @@
 #include "rdm/proto.h"
 
 #include <criterion/criterion.h>
+#include <rdma/fabric.h>
 
 using namespace efa::rdm;
 
@@ -66,4 +67,15 @@ Test(proto, a_small_mtu_profile)
 	cr_assert_eq(eager_max(l), 256u - 24 - 32);
 	cr_assert_eq(select_send(201, l), Proto::Medium);
 	cr_assert_eq(first_burst(65536, l), (65536u + 183) / 184);
+}
+
+/* The first checks of a send, RMA or atomic call, in their order. */
+Test(proto, call_checks_in_order)
+{
+	const uint64_t allowed = FI_INJECT | FI_COMPLETION;
+	cr_assert_eq(check_call(true, true, FI_INJECT, allowed), CallCheck::Ok);
+	cr_assert_eq(check_call(true, true, 0, allowed), CallCheck::Ok);
+	cr_assert_eq(check_call(false, false, FI_MULTI_RECV, allowed), CallCheck::NotEnabled, "enabled first");
+	cr_assert_eq(check_call(true, false, FI_MULTI_RECV, allowed), CallCheck::NoCq, "then a transmit CQ");
+	cr_assert_eq(check_call(true, true, FI_MULTI_RECV | FI_INJECT, allowed), CallCheck::BadFlags);
 }

@@ -336,11 +336,11 @@ Test(sim_device, efadv_create_qp_ex_inlen_and_comp_mask)
 	cr_assert_null(efadv_create_qp_ex(e.ctx, &a, reinterpret_cast<efadv_qp_init_attr *>(&x), sizeof x));
 	cr_assert_eq(errno, EINVAL, "comp_mask: %s", strerror(errno));
 	x.comp_mask = 0;
-	x.reserved = 1;
+	x.reserved[0] = 1;
 	a = e.attr();
 	cr_assert_null(efadv_create_qp_ex(e.ctx, &a, reinterpret_cast<efadv_qp_init_attr *>(&x), sizeof x));
 	cr_assert_eq(errno, EINVAL, "reserved: %s", strerror(errno));
-	x.reserved = 0;
+	x.reserved[0] = 0;
 	x.driver_qp_type = 7;
 	a = e.attr();
 	cr_assert_null(efadv_create_qp_ex(e.ctx, &a, reinterpret_cast<efadv_qp_init_attr *>(&x), sizeof x));

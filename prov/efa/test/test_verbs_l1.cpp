@@ -245,12 +245,12 @@ Test(l1, data_path_send_batch_inline_rdma_hints)
 	Dest self{ah->get(), s.qp.qpn(), s.qp.qkey()};
 	/* 8 receives, then 8 sends posted as one batch (FI_MORE), the doorbell rung once */
 	for (int i = 0; i < 8; i++) {
-		ibv_sge sg{uintptr_t(mem.data() + 4096 * i), 4096, mr->lkey()};
+		Sge sg{uintptr_t(mem.data() + 4096 * i), 4096, mr->lkey()};
 		cr_assert_eq(s.qp.post_recv(100 + i, {&sg, 1}), 0);
 	}
 	for (int i = 0; i < 8; i++) {
 		memset(mem.data() + 65536 + 100 * i, i + 1, 100);
-		ibv_sge sg{uintptr_t(mem.data() + 65536 + 100 * i), 100, mr->lkey()};
+		Sge sg{uintptr_t(mem.data() + 65536 + 100 * i), 100, mr->lkey()};
 		cr_assert_eq(s.qp.send(i, self, {&sg, 1}, uint32_t(i), (i < 7 ? uint32_t(kMore) : 0u) | kWithImm), 0);
 		cr_assert_eq(s.qp.batch_open(), i < 7);
 	}
@@ -270,9 +270,9 @@ Test(l1, data_path_send_batch_inline_rdma_hints)
 	/* inline send; the data may change as soon as the call returns */
 	char msg[80];
 	memset(msg, 'x', sizeof msg);
-	ibv_sge sg{uintptr_t(mem.data()), 4096, mr->lkey()};
+	Sge sg{uintptr_t(mem.data()), 4096, mr->lkey()};
 	cr_assert_eq(s.qp.post_recv(1, {&sg, 1}), 0);
-	ibv_data_buf db{msg, sizeof msg};
+	DataBuf db{msg, sizeof msg};
 	cr_assert_eq(s.qp.send_inline(2, self, {&db, 1}, 0, 0), 0);
 	memset(msg, 0, sizeof msg);
 	wc = s.wait(2);
@@ -280,7 +280,7 @@ Test(l1, data_path_send_batch_inline_rdma_hints)
 	cr_assert_eq(mem[79], 'x');
 	/* RDMA write (with the processing hint), inline write, read back */
 	memset(mem.data() + 200000, 7, 50000);
-	ibv_sge src{uintptr_t(mem.data() + 200000), 50000, mr->lkey()};
+	Sge src{uintptr_t(mem.data() + 200000), 50000, mr->lkey()};
 	cr_assert_eq(s.qp.write(3, self, {&src, 1}, mr->rkey(), uintptr_t(mem.data() + 400000), 0, kHighPps), 0);
 	cr_assert_eq(s.qp.write_inline(4, self, {&db, 1}, mr->rkey(), uintptr_t(mem.data() + 500000), 0, 0), 0);
 	wc = s.wait(2);
@@ -289,14 +289,14 @@ Test(l1, data_path_send_batch_inline_rdma_hints)
 		cr_assert_eq(w.status, IBV_WC_SUCCESS);
 	/* the burst hint is for RDMA writes only (as upstream): a read or send with it
 	 * goes without */
-	ibv_sge dst{uintptr_t(mem.data() + 600000), 50000, mr->lkey()};
+	Sge dst{uintptr_t(mem.data() + 600000), 50000, mr->lkey()};
 	cr_assert_eq(s.qp.read(5, self, {&dst, 1}, mr->rkey(), uintptr_t(mem.data() + 400000), kHighPps), 0);
 	wc = s.wait(1);
 	cr_assert_eq(wc.size(), 1u);
 	cr_assert_eq(wc[0].status, IBV_WC_SUCCESS);
 	cr_assert_eq(memcmp(mem.data() + 600000, mem.data() + 200000, 50000), 0);
 	cr_assert_eq(s.qp.post_recv(6, {&sg, 1}), 0);
-	ibv_sge small{uintptr_t(mem.data() + 200000), 100, mr->lkey()};
+	Sge small{uintptr_t(mem.data() + 200000), 100, mr->lkey()};
 	cr_assert_eq(s.qp.send(7, self, {&small, 1}, 0, kHighPps), 0);
 	wc = s.wait(2);
 	cr_assert_eq(wc.size(), 2u);
@@ -330,7 +330,7 @@ Test(l1, completion_channel_events)
 	cr_assert_eq(cq->arm(), 0);
 	Dest self{ah->get(), qp->qpn(), 1};
 	char b[8] = {};
-	ibv_data_buf db{b, 8};
+	DataBuf db{b, 8};
 	cr_assert_eq(qp->send_inline(1, self, {&db, 1}, 0, 0), 0);
 	pollfd pfd{ch->fd(), POLLIN, 0};
 	cr_assert_eq(poll(&pfd, 1, 10000), 1);

@@ -41,7 +41,7 @@ uint32_t Hook::qpn() const { return ep_->qp.qpn(); }
 void Hook::on_wc(const verbs::Wc &wc, Cq &cq)
 {
 	Ep &ep = *ep_;
-	const bool ok = wc.status == IBV_WC_SUCCESS;
+	const bool ok = wc.ok();
 	Op *op = reinterpret_cast<Op *>(wc.wr_id);
 
 	if (wc.is_recv()) {

@@ -88,9 +88,6 @@ int ep_setopt(fid_t f, int level, int name, const void *val, size_t len)
 	}
 }
 
-int no_ctx(fid_ep *, int, fi_tx_attr *, fid_ep **, void *) { return -FI_ENOSYS; }
-int no_rx_ctx(fid_ep *, int, fi_rx_attr *, fid_ep **, void *) { return -FI_ENOSYS; }
-
 ssize_t rx_size_left(fid_ep *f)
 {
 	Ep *ep = ep_of(&f->fid);
@@ -108,37 +105,15 @@ fi_ops_ep g_ep_ops = {
 	.cancel = ep_cancel,
 	.getopt = ep_getopt,
 	.setopt = ep_setopt,
-	.tx_ctx = no_ctx,
-	.rx_ctx = no_rx_ctx,
+	.tx_ctx = ep_no_tx_ctx,
+	.rx_ctx = ep_no_rx_ctx,
 	.rx_size_left = rx_size_left,
 	.tx_size_left = tx_size_left,
 };
 
-/* ------------------------------------------------------------------ fi_ops_cm */
-
-int ep_getname(fid_t f, void *addr, size_t *addrlen)
-{
-	Ep *ep = ep_of(f);
-	return ep ? ep->getname(addr, addrlen) : -FI_EINVAL;
-}
-
-template <typename... A> int enosys_int(A...) { return -FI_ENOSYS; }
-template <typename... A> ssize_t enosys(A...) { return -FI_ENOSYS; }
-
-fi_ops_cm g_cm_ops = {
-	.size = sizeof(fi_ops_cm),
-	.setname = enosys_int<fid_t, void *, size_t>,
-	.getname = ep_getname,
-	.getpeer = enosys_int<fid_ep *, void *, size_t *>,
-	.connect = enosys_int<fid_ep *, const void *, const void *, size_t>,
-	.listen = enosys_int<fid_pep *>,
-	.accept = enosys_int<fid_ep *, const void *, size_t>,
-	.reject = enosys_int<fid_pep *, fid_t, const void *, size_t>,
-	.shutdown = enosys_int<fid_ep *, uint64_t>,
-	.join = enosys_int<fid_ep *, const void *, uint64_t, fid_mc **, void *>,
-};
-
 /* ------------------------------------------------------------------ messages only */
+
+template <typename... A> ssize_t enosys(A...) { return -FI_ENOSYS; }
 
 fi_ops_rma g_rma_ops = {
 	.size = sizeof(fi_ops_rma),
@@ -236,7 +211,7 @@ int ep_open(fid_domain *df, fi_info *info, fid_ep **out, void *context)
 	ep->ep.fid.context = context;
 	ep->ep.fid.ops = &g_ep_fi_ops;
 	ep->ep.ops = &g_ep_ops;
-	ep->ep.cm = &g_cm_ops;
+	ep->ep.cm = &g_ep_cm_ops;
 	ep->ep.msg = &g_msg_ops;
 	ep->ep.rma = &g_rma_ops;
 	ep->ep.tagged = &g_enosys_tagged_ops;

@@ -37,14 +37,14 @@ size_t total_len(const iovec *iov, size_t count)
 }
 
 /* One SGE for [base, base + len) of iov `i`, which its descriptor must cover. */
-bool add_sge(const Ep &ep, void **desc, size_t i, uintptr_t base, size_t len, ibv_sge *sge, size_t &n)
+bool add_sge(const Ep &ep, void **desc, size_t i, uintptr_t base, size_t len, verbs::Sge *sge, size_t &n)
 {
 	if (!len)
 		return true;
 	Mr *mr = desc ? mr_from_desc(desc[i], ep.dom) : nullptr;
 	if (!mr || base < mr->addr || base - mr->addr + len > mr->len)
 		return false;
-	sge[n++] = ibv_sge{base, uint32_t(len), mr->vmr.lkey()};
+	sge[n++] = verbs::Sge{base, uint32_t(len), mr->vmr.lkey()};
 	return true;
 }
 
@@ -92,15 +92,15 @@ ssize_t Ep::post_tx(const iovec *iov, void **desc, size_t count, fi_addr_t dest,
 
 	/* The payload: the first iov after the prefix, then the others. */
 	const uintptr_t first = reinterpret_cast<uintptr_t>(iov[0].iov_base) + prefix;
-	ibv_data_buf bufs[2];
-	ibv_sge sge[2];
+	verbs::DataBuf bufs[2];
+	verbs::Sge sge[2];
 	size_t n = 0;
 	if (inject) {
 		if (iov[0].iov_len > prefix)
-			bufs[n++] = ibv_data_buf{reinterpret_cast<void *>(first), iov[0].iov_len - prefix};
+			bufs[n++] = verbs::DataBuf{reinterpret_cast<void *>(first), iov[0].iov_len - prefix};
 		for (size_t i = 1; i < count; i++)
 			if (iov[i].iov_len)
-				bufs[n++] = ibv_data_buf{iov[i].iov_base, iov[i].iov_len};
+				bufs[n++] = verbs::DataBuf{iov[i].iov_base, iov[i].iov_len};
 	} else {
 		bool ok = add_sge(*this, desc, 0, first, iov[0].iov_len - prefix, sge, n);
 		for (size_t i = 1; i < count && ok; i++)
@@ -167,7 +167,7 @@ ssize_t Ep::post_rx(const iovec *iov, void **desc, size_t count, void *context, 
 	/* The prefix is posted too: the device writes the GRH there. No datagram is longer
 	 * than prefix + MTU, so the buffers are posted up to that (rdma-core's receive
 	 * lengths are 16 bits on some versions). */
-	ibv_sge sge[2];
+	verbs::Sge sge[2];
 	size_t n = 0;
 	size_t room = prefix + mtu;
 	bool ok = true;

@@ -45,10 +45,10 @@ uint32_t Hook::qpn() const { return ep_->qp.qpn(); }
 void Hook::on_wc(const verbs::Wc &wc, Cq &cq)
 {
 	Ep &ep = *ep_;
-	const bool ok = wc.status == IBV_WC_SUCCESS;
+	const bool ok = wc.ok();
 
 	if (wc.is_recv()) {
-		const bool remote_write = wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM;
+		const bool remote_write = wc.remote_write_imm();
 		Op *op = wc.unsolicited ? nullptr : reinterpret_cast<Op *>(wc.wr_id);
 		fi_addr_t src = FI_ADDR_NOTAVAIL;
 		if ((ep.info->caps & FI_SOURCE) && wc.slid != 0xffff)

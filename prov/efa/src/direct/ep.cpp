@@ -102,29 +102,12 @@ int ep_getopt(fid_t f, int level, int name, void *val, size_t *len)
 	if (level != FI_OPT_ENDPOINT)
 		return -FI_ENOPROTOOPT;
 	switch (name) {
-	case FI_OPT_EFA_RNR_RETRY:
-		if (*len < sizeof(size_t))
-			return -FI_ETOOSMALL;
-		*static_cast<size_t *>(val) = ep->rnr_retry;
-		*len = sizeof(size_t);
-		return 0;
-	case FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV:
-		if (*len < sizeof(bool))
-			return -FI_ETOOSMALL;
-		*static_cast<bool *>(val) =
-			ep->enabled ? ep->qp.features().unsolicited_write_recv : ep->use_unsolicited_write_recv;
-		*len = sizeof(bool);
-		return 0;
 	case FI_OPT_EFA_EMULATED_READ:
 	case FI_OPT_EFA_EMULATED_WRITE:
 		/* efa-direct never emulates: RMA is the device's RDMA or not offered. */
-		if (*len < sizeof(bool))
-			return -FI_ETOOSMALL;
-		*static_cast<bool *>(val) = false;
-		*len = sizeof(bool);
-		return 0;
+		return put_opt<bool>(val, len, false);
 	default:
-		return -FI_ENOPROTOOPT;
+		return ep->getopt_common(name, val, len);
 	}
 }
 
@@ -136,27 +119,6 @@ int ep_setopt(fid_t f, int level, int name, const void *val, size_t len)
 	if (level != FI_OPT_ENDPOINT)
 		return -FI_ENOPROTOOPT;
 	switch (name) {
-	case FI_OPT_EFA_RNR_RETRY: {
-		if (len != sizeof(size_t))
-			return -FI_EINVAL;
-		const size_t v = *static_cast<const size_t *>(val);
-		if (ep->enabled) {
-			EFA_WARN(EpCtrl, "FI_OPT_EFA_RNR_RETRY must be set before fi_enable");
-			return -FI_EINVAL;
-		}
-		if (!ep->dom->dev->rnr_retry())
-			return -FI_ENOSYS;
-		if (v > 7) {
-			EFA_WARN(EpCtrl, "FI_OPT_EFA_RNR_RETRY %zu: 0..6 retries, or 7 for retrying forever", v);
-			return -FI_EINVAL;
-		}
-		ep->rnr_retry = uint8_t(v);
-		return 0;
-	}
-	case FI_OPT_CUDA_API_PERMITTED:
-	case FI_OPT_SHARED_MEMORY_PERMITTED:
-		/* Neither CUDA nor shared memory is used: any answer is honoured. */
-		return len == sizeof(bool) ? 0 : -FI_EINVAL;
 	case FI_OPT_EFA_USE_DEVICE_RDMA:
 		if (len != sizeof(bool))
 			return -FI_EINVAL;
@@ -171,40 +133,20 @@ int ep_setopt(fid_t f, int level, int name, const void *val, size_t len)
 			return -FI_EOPNOTSUPP;
 		}
 		return 0;
-	case FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV: {
-		if (len != sizeof(bool))
-			return -FI_EINVAL;
-		const bool v = *static_cast<const bool *>(val);
-		if (ep->enabled) {
-			EFA_WARN(EpCtrl, "FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV must be set before fi_enable");
-			return -FI_EINVAL;
-		}
+	case FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV:
 		/* Without FI_RX_CQ_DATA the application posts no receive for remote CQ data:
 		 * the device must take such writes without one. */
-		if (!v && !ep->dom->rx_cq_data) {
+		if (len == sizeof(bool) && !*static_cast<const bool *>(val) && !ep->enabled && !ep->dom->rx_cq_data) {
 			EFA_WARN(EpCtrl, "FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV false needs FI_RX_CQ_DATA in the "
 				 "endpoint's mode (remote CQ data would then consume posted receives); ask for it in "
 				 "the hints' mode");
 			return -FI_EOPNOTSUPP;
 		}
-		if (v && !ep->dom->dev->unsolicited_write_recv()) {
-			EFA_WARN(EpCtrl, "FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV true: this device has no unsolicited "
-				 "write receive");
-			return -FI_EOPNOTSUPP;
-		}
-		ep->use_unsolicited_write_recv = v;
-		return 0;
-	}
-	case FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES:
-	case FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES:
-		return -FI_EOPNOTSUPP; /* SRD orders nothing */
+		return ep->setopt_common(name, val, len);
 	default:
-		return -FI_ENOPROTOOPT;
+		return ep->setopt_common(name, val, len);
 	}
 }
-
-int no_ctx(fid_ep *, int, fi_tx_attr *, fid_ep **, void *) { return -FI_ENOSYS; }
-int no_rx_ctx(fid_ep *, int, fi_rx_attr *, fid_ep **, void *) { return -FI_ENOSYS; }
 
 ssize_t rx_size_left(fid_ep *f)
 {
@@ -223,41 +165,12 @@ fi_ops_ep g_ep_ops = {
 	.cancel = ep_cancel,
 	.getopt = ep_getopt,
 	.setopt = ep_setopt,
-	.tx_ctx = no_ctx,
-	.rx_ctx = no_rx_ctx,
+	.tx_ctx = ep_no_tx_ctx,
+	.rx_ctx = ep_no_rx_ctx,
 	.rx_size_left = rx_size_left,
 	.tx_size_left = tx_size_left,
 };
 
-/* ------------------------------------------------------------------ fi_ops_cm */
-
-int ep_getname(fid_t f, void *addr, size_t *addrlen)
-{
-	Ep *ep = ep_of(f);
-	return ep ? ep->getname(addr, addrlen) : -FI_EINVAL;
-}
-
-int no_setname(fid_t, void *, size_t) { return -FI_ENOSYS; }
-int no_getpeer(fid_ep *, void *, size_t *) { return -FI_ENOSYS; }
-int no_connect(fid_ep *, const void *, const void *, size_t) { return -FI_ENOSYS; }
-int no_listen(fid_pep *) { return -FI_ENOSYS; }
-int no_accept(fid_ep *, const void *, size_t) { return -FI_ENOSYS; }
-int no_reject(fid_pep *, fid_t, const void *, size_t) { return -FI_ENOSYS; }
-int no_shutdown(fid_ep *, uint64_t) { return -FI_ENOSYS; }
-int no_join(fid_ep *, const void *, uint64_t, fid_mc **, void *) { return -FI_ENOSYS; }
-
-fi_ops_cm g_cm_ops = {
-	.size = sizeof(fi_ops_cm),
-	.setname = no_setname,
-	.getname = ep_getname,
-	.getpeer = no_getpeer,
-	.connect = no_connect,
-	.listen = no_listen,
-	.accept = no_accept,
-	.reject = no_reject,
-	.shutdown = no_shutdown,
-	.join = no_join,
-};
 
 } // namespace
 
@@ -293,7 +206,7 @@ int Ep::enable()
 	/* Bounce slots for injects the device cannot take inline. */
 	const size_t slot = std::max<size_t>(inject_size, 1);
 	bounce.assign(feat.sq_depth * slot, 0);
-	auto mr = verbs::Mr::reg(dom->pd, bounce.data(), bounce.size(), IBV_ACCESS_LOCAL_WRITE);
+	auto mr = verbs::Mr::reg(dom->pd, bounce.data(), bounce.size(), verbs::kLocalWrite);
 	if (!mr.ok()) {
 		qp = verbs::Qp();
 		return mr.error();
@@ -351,7 +264,7 @@ int ep_open(fid_domain *df, fi_info *info, fid_ep **out, void *context)
 	ep->ep.fid.context = context;
 	ep->ep.fid.ops = &g_ep_fi_ops;
 	ep->ep.ops = &g_ep_ops;
-	ep->ep.cm = &g_cm_ops;
+	ep->ep.cm = &g_ep_cm_ops;
 	ep->ep.msg = &g_msg_ops;
 	ep->ep.rma = &g_rma_ops;
 	ep->ep.tagged = &g_enosys_tagged_ops;

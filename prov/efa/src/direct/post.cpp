@@ -39,7 +39,7 @@ size_t total_len(const iovec *iov, size_t count)
 }
 
 /* Builds SGEs from iovs + descriptors. False if a non-empty iov lacks a valid desc. */
-bool build_sges(const Ep &ep, const iovec *iov, void **desc, size_t count, ibv_sge *sge, size_t &n)
+bool build_sges(const Ep &ep, const iovec *iov, void **desc, size_t count, verbs::Sge *sge, size_t &n)
 {
 	n = 0;
 	for (size_t i = 0; i < count; i++) {
@@ -49,7 +49,7 @@ bool build_sges(const Ep &ep, const iovec *iov, void **desc, size_t count, ibv_s
 		const uintptr_t a = reinterpret_cast<uintptr_t>(iov[i].iov_base);
 		if (!mr || a < mr->addr || a - mr->addr + iov[i].iov_len > mr->len)
 			return false;
-		sge[n++] = ibv_sge{a, uint32_t(iov[i].iov_len), mr->vmr.lkey()};
+		sge[n++] = verbs::Sge{a, uint32_t(iov[i].iov_len), mr->vmr.lkey()};
 	}
 	return true;
 }
@@ -105,7 +105,7 @@ ssize_t Ep::post_tx(OpKind kind, const iovec *iov, void **desc, size_t count, fi
 	}
 	const verbs::Dest vdest{to->ah->ah.get(), to->addr.qpn, to->addr.qkey};
 
-	ibv_sge sge[2];
+	verbs::Sge sge[2];
 	size_t nsge = 0;
 	if (!inject && !build_sges(*this, iov, desc, count, sge, nsge)) {
 		EFA_WARN_ONCE(EpData, "a buffer without a memory descriptor that covers it: efa-direct requires "
@@ -144,9 +144,9 @@ ssize_t Ep::post_tx(OpKind kind, const iovec *iov, void **desc, size_t count, fi
 	if (inject && kind != OpKind::Read &&
 	    (kind == OpKind::Send ? len <= f.max_inline : (f.inline_write && len <= f.max_inline))) {
 		/* The device copies the data into the work request. */
-		ibv_data_buf bufs[2];
+		verbs::DataBuf bufs[2];
 		for (size_t i = 0; i < count; i++)
-			bufs[i] = ibv_data_buf{iov[i].iov_base, iov[i].iov_len};
+			bufs[i] = verbs::DataBuf{iov[i].iov_base, iov[i].iov_len};
 		ret = kind == OpKind::Send ? qp.send_inline(wr_id, vdest, {bufs, count}, imm, vflags)
 					   : qp.write_inline(wr_id, vdest, {bufs, count}, uint32_t(rma->key), rma->addr, imm, vflags);
 	} else {
@@ -157,7 +157,7 @@ ssize_t Ep::post_tx(OpKind kind, const iovec *iov, void **desc, size_t count, fi
 				std::memcpy(op->bounce + off, iov[i].iov_base, iov[i].iov_len);
 				off += iov[i].iov_len;
 			}
-			sge[0] = ibv_sge{reinterpret_cast<uintptr_t>(op->bounce), uint32_t(len), bounce_mr.lkey()};
+			sge[0] = verbs::Sge{reinterpret_cast<uintptr_t>(op->bounce), uint32_t(len), bounce_mr.lkey()};
 			nsge = len ? 1 : 0;
 		}
 		switch (kind) {
@@ -189,7 +189,7 @@ ssize_t Ep::post_rx(const iovec *iov, void **desc, size_t count, void *context, 
 			      info->rx_attr->iov_limit);
 		return -FI_EINVAL;
 	}
-	ibv_sge sge[2];
+	verbs::Sge sge[2];
 	size_t nsge = 0;
 	if (!build_sges(*this, iov, desc, count, sge, nsge)) {
 		EFA_WARN_ONCE(EpData, "a receive buffer without a memory descriptor that covers it: efa-direct requires "

@@ -3,6 +3,7 @@
 #include "rdm/ep.h"
 
 #include "info.h"
+#include "rdm/attrs.h"
 #include "log.h"
 #include "params.h"
 #include "tclass.h"
@@ -21,7 +22,7 @@ int PktPool::init(const verbs::Pd &pd, size_t count, size_t size, Pkt::Kind kind
 {
 	const size_t stride = (size + 63) & ~size_t(63);
 	mem_.reset(new uint8_t[count * stride]);
-	auto mr = verbs::Mr::reg(pd, mem_.get(), count * stride, IBV_ACCESS_LOCAL_WRITE);
+	auto mr = verbs::Mr::reg(pd, mem_.get(), count * stride, verbs::kLocalWrite);
 	if (!mr.ok()) {
 		mem_.reset();
 		return mr.error();
@@ -99,10 +100,8 @@ void Hook::on_progress(Cq &cq)
 	 * drains the other, or transmit buffers would never come back to an application
 	 * that reads only its receive CQ. Whoever holds the other CQ is draining it. */
 	Cq *other = &cq == ep_->send_cq() ? ep_->recv_cq() : ep_->send_cq();
-	if (other && other != &cq && other->lock.try_lock()) {
-		other->poll_device(64);
-		other->lock.unlock();
-	}
+	if (other && other != &cq)
+		other->try_poll_device(64);
 	std::lock_guard<std::mutex> g(ep_->lock);
 	ep_->progress();
 }
@@ -184,15 +183,6 @@ ssize_t ep_cancel(fid_t f, void *context)
 	return ep->cancel(context);
 }
 
-template <typename T> int get_value(void *val, size_t *len, T v)
-{
-	if (*len < sizeof(T))
-		return -FI_ETOOSMALL;
-	std::memcpy(val, &v, sizeof v);
-	*len = sizeof(T);
-	return 0;
-}
-
 int ep_getopt(fid_t f, int level, int name, void *val, size_t *len)
 {
 	Ep *ep = ep_of(f);
@@ -202,17 +192,13 @@ int ep_getopt(fid_t f, int level, int name, void *val, size_t *len)
 		return -FI_ENOPROTOOPT;
 	const verbs::Device &dev = *ep->dom->dev;
 	switch (name) {
-	case FI_OPT_MIN_MULTI_RECV: return get_value<size_t>(val, len, ep->min_multi_recv);
-	case FI_OPT_EFA_RNR_RETRY: return get_value<size_t>(val, len, ep->rnr_retry);
+	case FI_OPT_MIN_MULTI_RECV: return put_opt<size_t>(val, len, ep->min_multi_recv);
 	/* What this endpoint's device makes it emulate; a peer without RDMA makes the
 	 * protocol emulate too, per operation. */
-	case FI_OPT_EFA_EMULATED_READ: return get_value<bool>(val, len, !dev.rdma_read());
-	case FI_OPT_EFA_EMULATED_WRITE: return get_value<bool>(val, len, !dev.rdma_write());
-	case FI_OPT_EFA_EMULATED_ATOMICS: return get_value<bool>(val, len, true);
-	case FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV:
-		return get_value<bool>(val, len,
-				       ep->enabled ? ep->qp.features().unsolicited_write_recv : ep->use_unsolicited_write_recv);
-	default: return -FI_ENOPROTOOPT;
+	case FI_OPT_EFA_EMULATED_READ: return put_opt<bool>(val, len, !dev.rdma_read());
+	case FI_OPT_EFA_EMULATED_WRITE: return put_opt<bool>(val, len, !dev.rdma_write());
+	case FI_OPT_EFA_EMULATED_ATOMICS: return put_opt<bool>(val, len, true);
+	default: return ep->getopt_common(name, val, len);
 	}
 }
 
@@ -230,24 +216,6 @@ int ep_setopt(fid_t f, int level, int name, const void *val, size_t len)
 			return -FI_EINVAL;
 		ep->min_multi_recv = *static_cast<const size_t *>(val);
 		return 0;
-	case FI_OPT_EFA_RNR_RETRY: {
-		if (len != sizeof(size_t))
-			return -FI_EINVAL;
-		const size_t v = *static_cast<const size_t *>(val);
-		if (ep->enabled) {
-			EFA_WARN(EpCtrl, "FI_OPT_EFA_RNR_RETRY must be set before fi_enable");
-			return -FI_EINVAL;
-		}
-		if (v > 7) {
-			EFA_WARN(EpCtrl, "FI_OPT_EFA_RNR_RETRY %zu: 0..6 retries, or 7 for retrying forever", v);
-			return -FI_EINVAL;
-		}
-		ep->rnr_retry = uint8_t(v);
-		return 0;
-	}
-	case FI_OPT_CUDA_API_PERMITTED:
-	case FI_OPT_SHARED_MEMORY_PERMITTED:
-		return len == sizeof(bool) ? 0 : -FI_EINVAL;
 	case FI_OPT_EFA_USE_DEVICE_RDMA:
 		if (len != sizeof(bool))
 			return -FI_EINVAL;
@@ -257,34 +225,18 @@ int ep_setopt(fid_t f, int level, int name, const void *val, size_t len)
 		}
 		ep->use_device_rdma = *static_cast<const bool *>(val);
 		return 0;
-	case FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV: {
-		if (len != sizeof(bool))
-			return -FI_EINVAL;
-		const bool v = *static_cast<const bool *>(val);
-		if (ep->enabled || ep->enabling) {
+	case FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV:
+		/* Off, peers write with data through the protocol instead (the handshake says
+		 * the QP lacks it): no unsolicited completion can crowd the receive CQ. */
+		if (ep->enabling) {
 			EFA_WARN(EpCtrl, "FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV must be set before fi_enable");
 			return -FI_EINVAL;
 		}
-		if (v && !ep->dom->dev->unsolicited_write_recv()) {
-			EFA_WARN(EpCtrl, "FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV true: this device has no unsolicited "
-				 "write receive");
-			return -FI_EOPNOTSUPP;
-		}
-		/* Off, peers write with data through the protocol instead (the handshake says
-		 * the QP lacks it): no unsolicited completion can crowd the receive CQ. */
-		ep->use_unsolicited_write_recv = v;
-		return 0;
-	}
-	case FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES:
-	case FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES:
-		return -FI_EOPNOTSUPP; /* the device orders no data placement */
+		return ep->setopt_common(name, val, len);
 	default:
-		return -FI_ENOPROTOOPT;
+		return ep->setopt_common(name, val, len);
 	}
 }
-
-int no_ctx(fid_ep *, int, fi_tx_attr *, fid_ep **, void *) { return -FI_ENOSYS; }
-int no_rx_ctx(fid_ep *, int, fi_rx_attr *, fid_ep **, void *) { return -FI_ENOSYS; }
 
 ssize_t rx_size_left(fid_ep *f)
 {
@@ -309,32 +261,12 @@ fi_ops_ep g_ep_ops = {
 	.cancel = ep_cancel,
 	.getopt = ep_getopt,
 	.setopt = ep_setopt,
-	.tx_ctx = no_ctx,
-	.rx_ctx = no_rx_ctx,
+	.tx_ctx = ep_no_tx_ctx,
+	.rx_ctx = ep_no_rx_ctx,
 	.rx_size_left = rx_size_left,
 	.tx_size_left = tx_size_left,
 };
 
-int ep_getname(fid_t f, void *addr, size_t *addrlen)
-{
-	Ep *ep = ep_of(f);
-	return ep ? ep->getname(addr, addrlen) : -FI_EINVAL;
-}
-
-template <typename R, typename... A> R enosys(A...) { return R(-FI_ENOSYS); }
-
-fi_ops_cm g_cm_ops = {
-	.size = sizeof(fi_ops_cm),
-	.setname = enosys<int, fid_t, void *, size_t>,
-	.getname = ep_getname,
-	.getpeer = enosys<int, fid_ep *, void *, size_t *>,
-	.connect = enosys<int, fid_ep *, const void *, const void *, size_t>,
-	.listen = enosys<int, fid_pep *>,
-	.accept = enosys<int, fid_ep *, const void *, size_t>,
-	.reject = enosys<int, fid_pep *, fid_t, const void *, size_t>,
-	.shutdown = enosys<int, fid_ep *, uint64_t>,
-	.join = enosys<int, fid_ep *, const void *, uint64_t, fid_mc **, void *>,
-};
 
 } // namespace
 
@@ -489,7 +421,7 @@ int ep_open(fid_domain *df, fi_info *info, fid_ep **out, void *context)
 	ep->ep.fid.context = context;
 	ep->ep.fid.ops = &g_ep_fi_ops;
 	ep->ep.ops = &g_ep_ops;
-	ep->ep.cm = &g_cm_ops;
+	ep->ep.cm = &g_ep_cm_ops;
 	ep->ep.msg = &g_msg_ops;
 	ep->ep.tagged = &g_tagged_ops;
 	ep->ep.rma = &g_rma_ops;

@@ -122,7 +122,7 @@ struct Peer : IListNode<Peer> {
 	IList<Pkt> queued;
 	uint64_t backoff_until = 0;
 	uint32_t backoff_us = 0;
-	/* Liveness (docs/design.md, "Peer failure"). Messages from it not finished yet;
+	/* Liveness (docs/reliability.md, "Peer failure"). Messages from it not finished yet;
 	 * whether it was heard from (a packet, or the device's ack of ours) since the last
 	 * look of probe_peers, and since when it has been silent at those looks; a probe on
 	 * its way; declared unresponsive by the device (new work fails fast until it is
@@ -503,7 +503,7 @@ struct Ep : EpBase {
 	void adopt_pending();
 	void release_peers();
 
-	/* rdm/liveness.cpp: peer failure, probes, fi_av_remove (docs/design.md). */
+	/* rdm/liveness.cpp: peer failure, probes, fi_av_remove (docs/reliability.md, "Peer failure"). */
 	/* Releases the peers of entries removed from the AV since the last look (cheap
 	 * when none). */
 	void sync_removed() { if (av->removed.load(std::memory_order_acquire) != av_removed_seen) release_removed(); }
@@ -529,6 +529,14 @@ struct Ep : EpBase {
 	void peer_foreign(Peer &p, unsigned version);
 	/* The answer of an operation on a dead peer, with a log line. */
 	ssize_t dead_peer(const Peer &p) const;
+	/* The start of every send, RMA and atomic call (`what`: the call, for the log):
+	 * check_call's verdict as 0 or an error code with its warning. */
+	ssize_t check_start(const char *what, uint64_t flags, uint64_t allowed) const;
+	/* The peer an operation goes to, or null with the answer in `err`: not in the AV
+	 * (-FI_EINVAL), failed (dead_peer), not known to speak our protocol (ask_protocol),
+	 * backing off or, when it takes a new message id (`new_id`), too far ahead
+	 * (-FI_EAGAIN). */
+	Peer *tx_peer(fi_addr_t dest, bool new_id, ssize_t &err);
 	void probe_peers(uint64_t now);
 	bool send_probe(Peer &p);
 	/* A work request to the peer of `pkt` came back from the device. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * Peer failure (docs/design.md, "Peer failure"; docs/protocol.md section 4.1).
+ * Peer failure (docs/reliability.md, "Peer failure"; docs/protocol.md section 4.1).
  *
  * The device tells when a peer is gone: a work request to it completes with
  * UNRESP_REMOTE / UNREACH_REMOTE / BAD_DEST_QPN. An operation that waits for the peer's

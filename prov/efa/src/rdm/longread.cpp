@@ -41,7 +41,7 @@ int Ep::longread_send(TxOp &op, uint16_t flags, uint8_t tagbit)
 		    a - mr->addr + len <= mr->len) {
 			key = mr->mr.key;
 		} else {
-			auto r = verbs::Mr::reg(dom->pd, base, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+			auto r = verbs::Mr::reg(dom->pd, base, len, verbs::kLocalWrite | verbs::kRemoteRead);
 			if (!r.ok())
 				return r.error();
 			op.reg[i] = r.take();
@@ -98,7 +98,7 @@ void Ep::longread_start(MsgRx &m)
 		left -= len;
 		if (!len)
 			continue;
-		auto r = verbs::Mr::reg(dom->pd, m.dst[i].iov_base, len, IBV_ACCESS_LOCAL_WRITE);
+		auto r = verbs::Mr::reg(dom->pd, m.dst[i].iov_base, len, verbs::kLocalWrite);
 		if (!r.ok()) {
 			EFA_WARN(EpData, "registering a receive buffer for a read-based message failed: %s",
 				 fi_strerror(-r.error()));
@@ -142,7 +142,7 @@ void Ep::longread_pump(MsgRx &m)
 		}
 		pkt->msg = &m;
 		pkt->len = uint32_t(n); /* the bytes this read brings, for accounting */
-		const ibv_sge sge{reinterpret_cast<uintptr_t>(m.dst[li].iov_base) + loff, uint32_t(n), m.reg[li].lkey()};
+		const verbs::Sge sge{reinterpret_cast<uintptr_t>(m.dst[li].iov_base) + loff, uint32_t(n), m.reg[li].lkey()};
 		const int r = qp.read(reinterpret_cast<uint64_t>(pkt), m.peer->dest, {&sge, 1}, uint32_t(m.rd[ri].key),
 				      m.rd[ri].addr + roff, 0);
 		if (r) {
@@ -168,7 +168,7 @@ void Ep::longread_read_done(Pkt *pkt, const verbs::Wc &wc)
 	m.rd_done += pkt->len;
 	pkt->msg = nullptr;
 	tx_pkts.put(pkt);
-	if (wc.status != IBV_WC_SUCCESS && !m.err) {
+	if (!wc.ok() && !m.err) {
 		EFA_WARN(EpData, "RDMA read of a message from %s failed: %s", addr_to_string(m.peer->raw).c_str(),
 			 efa_status_msg(wc.vendor_err));
 		m.err = efa_status_to_fi(wc.vendor_err);

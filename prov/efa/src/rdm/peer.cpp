@@ -85,6 +85,45 @@ Peer *Ep::peer_for_addr(fi_addr_t addr)
 	return raw;
 }
 
+ssize_t Ep::check_start(const char *what, uint64_t flags, uint64_t allowed) const
+{
+	switch (rdm::check_call(enabled, tx_cq != nullptr, flags, allowed)) {
+	case CallCheck::Ok: return 0;
+	case CallCheck::NotEnabled:
+		EFA_WARN_ONCE(EpData, "%s before fi_enable: bind an AV and CQs, call fi_enable, then post", what);
+		return -FI_EOPBADSTATE;
+	case CallCheck::NoCq: return -FI_ENOCQ;
+	case CallCheck::BadFlags:
+		EFA_WARN_ONCE(EpData, "%s: flags %#lx are not flags of this operation; drop them", what,
+			      (unsigned long)(flags & ~allowed));
+		return -FI_EINVAL;
+	}
+	return -FI_EINVAL;
+}
+
+Peer *Ep::tx_peer(fi_addr_t dest, bool new_id, ssize_t &err)
+{
+	Peer *p = peer_for_addr(dest);
+	if (!p) {
+		Av::warn_unknown(dest);
+		err = -FI_EINVAL;
+		return nullptr;
+	}
+	if (p->dead) {
+		err = dead_peer(*p);
+		return nullptr;
+	}
+	if (!p->speaks_ours) {
+		err = ask_protocol(*p);
+		return nullptr;
+	}
+	if (held_back(*p) || (new_id && ids_full(*p))) {
+		err = -FI_EAGAIN;
+		return nullptr;
+	}
+	return p;
+}
+
 Peer *Ep::adopt(Peer *p, fi_addr_t addr)
 {
 	for (auto it = implicit.begin(); it != implicit.end(); ++it) {
@@ -315,7 +354,7 @@ int Ep::post(Pkt *pkt)
 		return -FI_EHOSTUNREACH;
 	}
 	if (!held_back(p)) {
-		const ibv_sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->len, pkt->lkey};
+		const verbs::Sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->len, pkt->lkey};
 		const int r = qp.send(reinterpret_cast<uint64_t>(pkt), p.dest, {&sge, 1}, 0, 0);
 		if (!r) {
 			sq_used++;
@@ -383,7 +422,7 @@ void Ep::progress()
 				send_handshake(*p);
 			if (now >= p->backoff_until) {
 				while (Pkt *pkt = p->queued.front()) {
-					const ibv_sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->len, pkt->lkey};
+					const verbs::Sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->len, pkt->lkey};
 					if (qp.send(reinterpret_cast<uint64_t>(pkt), p->dest, {&sge, 1}, 0, 0))
 						break; /* the send queue is full: later */
 					p->queued.unlink(pkt);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The choice of a send protocol by size and capability (docs/protocol.md section 8),
- * kept apart from the endpoint so that it is tested on its own.
+ * The choice of a send protocol by size and capability (docs/protocol.md section 8), and
+ * the first checks of an operation call, kept apart from the endpoint so that they are
+ * tested on their own (test_rdm_proto).
  */
 #ifndef EFA_RDM_PROTO_H
 #define EFA_RDM_PROTO_H
@@ -45,6 +46,20 @@ inline size_t first_burst(uint64_t len, const SendLimits &l)
 		return 1;
 	const size_t seg = medium_segment(l);
 	return size_t((len + seg - 1) / seg);
+}
+
+/* The first checks of every send, RMA and atomic call, in this order. */
+enum class CallCheck : uint8_t { Ok, NotEnabled, NoCq, BadFlags };
+
+inline CallCheck check_call(bool enabled, bool has_tx_cq, uint64_t flags, uint64_t allowed)
+{
+	if (!enabled)
+		return CallCheck::NotEnabled;
+	if (!has_tx_cq)
+		return CallCheck::NoCq;
+	if (flags & ~allowed)
+		return CallCheck::BadFlags;
+	return CallCheck::Ok;
 }
 
 } // namespace efa::rdm

@@ -9,6 +9,7 @@
 #include "rdm/ep.h"
 
 #include "info.h"
+#include "rdm/attrs.h"
 #include "log.h"
 #include "rdm/atomic_ops.h"
 
@@ -48,7 +49,7 @@ void Ep::post_device_rma(TxOp &op, bool write)
 	uint64_t off = 0;
 	do {
 		const uint64_t n = std::min(seg, op.len - off);
-		ibv_sge sge[kMaxRmaIov];
+		verbs::Sge sge[kMaxRmaIov];
 		size_t nsge = 0;
 		uint64_t skip = off, want = n;
 		for (size_t i = 0; i < op.iov_count && want; i++) {
@@ -58,7 +59,7 @@ void Ep::post_device_rma(TxOp &op, bool write)
 			}
 			const uint64_t take = std::min<uint64_t>(op.iov[i].iov_len - skip, want);
 			const Mr *mr = mr_from_desc(op.desc[i], dom);
-			sge[nsge++] = ibv_sge{reinterpret_cast<uintptr_t>(op.iov[i].iov_base) + skip, uint32_t(take),
+			sge[nsge++] = verbs::Sge{reinterpret_cast<uintptr_t>(op.iov[i].iov_base) + skip, uint32_t(take),
 					      mr->vmr.lkey()};
 			want -= take;
 			skip = 0;
@@ -95,17 +96,8 @@ ssize_t Ep::rma(const RmaArgs &args)
 	RmaArgs a = args;
 	if (!a.write)
 		a.flags &= ~uint64_t(FI_INJECT | FI_REMOTE_CQ_DATA);
-	if (!enabled) {
-		EFA_WARN_ONCE(EpData, "an RMA operation before fi_enable: bind an AV and CQs, call fi_enable, then post");
-		return -FI_EOPBADSTATE;
-	}
-	if (!tx_cq)
-		return -FI_ENOCQ;
-	if (a.flags & ~kRmaFlags) {
-		EFA_WARN_ONCE(EpData, "fi_%smsg: flags %#lx are not RMA flags; drop them", a.write ? "write" : "read",
-			      (unsigned long)(a.flags & ~kRmaFlags));
-		return -FI_EINVAL;
-	}
+	if (ssize_t r = check_start(a.write ? "fi_writemsg" : "fi_readmsg", a.flags, kRmaFlags))
+		return r;
 	if (a.count > kRdmIovLimit || (a.count && !a.iov) || a.rma_count != 1 || !a.rma) {
 		EFA_WARN_ONCE(EpData,
 			      "RMA with %zu iovs and %zu remote iovs: tx_attr->iov_limit is %zu and rma_iov_limit 1; "
@@ -125,17 +117,10 @@ ssize_t Ep::rma(const RmaArgs &args)
 			      (unsigned long)len, inject_size);
 		return -FI_EMSGSIZE;
 	}
-	Peer *p = peer_for_addr(a.dest);
-	if (!p) {
-		Av::warn_unknown(a.dest);
-		return -FI_EINVAL;
-	}
-	if (p->dead)
-		return dead_peer(*p);
-	if (!p->speaks_ours)
-		return ask_protocol(*p);
-	if (held_back(*p))
-		return -FI_EAGAIN;
+	ssize_t err = 0;
+	Peer *p = tx_peer(a.dest, false, err);
+	if (!p)
+		return err;
 	TxOp *op = txops.get();
 	if (!op)
 		return -FI_EAGAIN;
@@ -233,17 +218,8 @@ void Ep::handle_read_rsp(Peer &p, const Parsed &pk)
 
 ssize_t Ep::atomic(const AtomicArgs &a)
 {
-	if (!enabled) {
-		EFA_WARN_ONCE(EpData, "an atomic before fi_enable: bind an AV and CQs, call fi_enable, then post");
-		return -FI_EOPBADSTATE;
-	}
-	if (!tx_cq)
-		return -FI_ENOCQ;
-	if (a.flags & ~kAtomicFlags) {
-		EFA_WARN_ONCE(EpData, "an atomic with flags %#lx that are not atomic flags; drop them",
-			      (unsigned long)(a.flags & ~kAtomicFlags));
-		return -FI_EINVAL;
-	}
+	if (ssize_t r = check_start("fi_atomicmsg", a.flags, kAtomicFlags))
+		return r;
 	if (!atomic_valid(a.kind, a.op, a.dt)) {
 		EFA_WARN_ONCE(EpData, "atomic op %d on datatype %d is not supported: ask fi_atomicvalid / "
 			      "fi_query_atomic first", int(a.op), int(a.dt));
@@ -275,17 +251,10 @@ ssize_t Ep::atomic(const AtomicArgs &a)
 	    (a.kind != AtomicKind::Write && ioc_total(a.res, a.res_count) < bytes))
 		return -FI_EINVAL;
 	const bool inject = a.flags & FI_INJECT;
-	Peer *p = peer_for_addr(a.dest);
-	if (!p) {
-		Av::warn_unknown(a.dest);
-		return -FI_EINVAL;
-	}
-	if (p->dead)
-		return dead_peer(*p);
-	if (!p->speaks_ours)
-		return ask_protocol(*p);
-	if (held_back(*p) || ids_full(*p))
-		return -FI_EAGAIN;
+	ssize_t err = 0;
+	Peer *p = tx_peer(a.dest, true, err);
+	if (!p)
+		return err;
 	if (tx_pkts.avail() < (p->hs_sent ? 1u : 2u))
 		return -FI_EAGAIN;
 	TxOp *op = txops.get();

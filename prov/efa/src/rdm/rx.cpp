@@ -38,7 +38,7 @@ void Ep::free_copy(Pkt *pkt) { copies_free.push_back(pkt); }
 
 void Ep::repost(Pkt *pkt)
 {
-	const ibv_sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->cap, pkt->lkey};
+	const verbs::Sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->cap, pkt->lkey};
 	if (int r = qp.post_recv(reinterpret_cast<uint64_t>(pkt), {&sge, 1})) {
 		EFA_WARN(EpData, "reposting a receive buffer failed: %s", fi_strerror(-r));
 		rx_pkts.put(pkt);
@@ -47,7 +47,7 @@ void Ep::repost(Pkt *pkt)
 
 void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 {
-	if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+	if (wc.remote_write_imm()) {
 		/* A device write with immediate data; without unsolicited write receive it
 		 * took one of our buffers. */
 		remote_write_imm(wc);
@@ -55,7 +55,7 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 			repost(pkt);
 		return;
 	}
-	if (wc.status != IBV_WC_SUCCESS) {
+	if (!wc.ok()) {
 		if (wc.vendor_err != uint32_t(EfaStatus::FLUSHED))
 			EFA_WARN(EpData, "receive completion failed: %s", efa_status_msg(wc.vendor_err));
 		repost(pkt);

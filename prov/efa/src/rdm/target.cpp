@@ -139,8 +139,8 @@ void Ep::handle_atomic_req(Peer &p, const Parsed &pk)
 void Ep::remote_write_imm(const verbs::Wc &wc)
 {
 	/* A device write with immediate data: the remote CQ data completion. */
-	count(kCntrRemoteWrite, wc.status == IBV_WC_SUCCESS);
-	if (wc.status != IBV_WC_SUCCESS || !rx_cq)
+	count(kCntrRemoteWrite, wc.ok());
+	if (!wc.ok() || !rx_cq)
 		return;
 	fi_cq_tagged_entry e{};
 	e.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;

@@ -67,17 +67,8 @@ size_t opt_len(const Peer &p, bool data) { return (p.hs_got ? 0 : sizeof(RawAddr
 
 ssize_t Ep::send(const SendArgs &a)
 {
-	if (!enabled) {
-		EFA_WARN_ONCE(EpData, "a send before fi_enable: bind an AV and CQs, call fi_enable, then post");
-		return -FI_EOPBADSTATE;
-	}
-	if (!tx_cq)
-		return -FI_ENOCQ;
-	if (a.flags & ~kSendFlags) {
-		EFA_WARN_ONCE(EpData, "fi_%ssendmsg: flags %#lx are not send flags; drop them", a.tagged ? "t" : "",
-			      (unsigned long)(a.flags & ~kSendFlags));
-		return -FI_EINVAL;
-	}
+	if (ssize_t r = check_start(a.tagged ? "fi_tsendmsg" : "fi_sendmsg", a.flags, kSendFlags))
+		return r;
 	if (a.count > kRdmIovLimit || (a.count && !a.iov)) {
 		EFA_WARN_ONCE(EpData, "%zu iovs: more than tx_attr->iov_limit (%zu); split the send", a.count,
 			      kRdmIovLimit);
@@ -90,17 +81,10 @@ ssize_t Ep::send(const SendArgs &a)
 			      (unsigned long)len, inject_size);
 		return -FI_EMSGSIZE;
 	}
-	Peer *p = peer_for_addr(a.dest);
-	if (!p) {
-		Av::warn_unknown(a.dest);
-		return -FI_EINVAL;
-	}
-	if (p->dead)
-		return dead_peer(*p);
-	if (!p->speaks_ours)
-		return ask_protocol(*p);
-	if (held_back(*p) || ids_full(*p))
-		return -FI_EAGAIN;
+	ssize_t err = 0;
+	Peer *p = tx_peer(a.dest, true, err);
+	if (!p)
+		return err;
 
 	const bool data = a.flags & FI_REMOTE_CQ_DATA;
 	const size_t opt = opt_len(*p, data);
@@ -286,7 +270,7 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 {
 	sq_used--;
 	Peer *p = pkt->peer;
-	const uint32_t status = wc.status == IBV_WC_SUCCESS ? 0 : wc.vendor_err;
+	const uint32_t status = wc.ok() ? 0 : wc.vendor_err;
 	/* The device gave up on the peer: everything waiting on it fails (liveness.cpp). */
 	const bool gone = status == uint32_t(EfaStatus::LOCAL_ERROR_UNRESP_REMOTE) ||
 			  status == uint32_t(EfaStatus::LOCAL_ERROR_UNREACH_REMOTE) ||
@@ -302,7 +286,7 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 	if (pkt->probe)
 		p->probe_out = false;
 	TxOp *op = pkt->op;
-	if (wc.status == IBV_WC_SUCCESS) {
+	if (wc.ok()) {
 		p->backoff_us = 0;
 		peer_heard(*p); /* acknowledged by its device */
 		if (pkt == p->void_pkt) {

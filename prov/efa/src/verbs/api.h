@@ -13,7 +13,7 @@
 #ifndef EFA_VERBS_API_H
 #define EFA_VERBS_API_H
 
-#include "verbs/efadv_compat.h"
+#include "efa/efadv_compat.h"
 
 #include <string>
 

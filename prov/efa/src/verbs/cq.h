@@ -28,6 +28,9 @@ struct Wc {
 	bool has_imm;
 	bool unsolicited;
 	bool is_recv() const { return opcode & IBV_WC_RECV; }
+	bool ok() const { return status == IBV_WC_SUCCESS; }
+	/* An RDMA write with immediate data that arrived (the target's completion). */
+	bool remote_write_imm() const { return opcode == IBV_WC_RECV_RDMA_WITH_IMM; }
 };
 
 struct CqAttr {

@@ -41,6 +41,7 @@ public:
 
 	const ibv_device_attr &attr() const { return attr_; }
 	const ibv_port_attr &port() const { return port_; }
+	bool port_active() const { return port_.state == IBV_PORT_ACTIVE; }
 	const efadv_device_attr_cur &efa() const { return efa_; }
 	const ibv_gid &gid() const { return gid_; }
 

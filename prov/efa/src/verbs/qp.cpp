@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -43,6 +44,13 @@ Qp::~Qp()
 }
 
 namespace {
+
+static_assert(sizeof(Sge) == sizeof(ibv_sge) && offsetof(Sge, addr) == offsetof(ibv_sge, addr) &&
+	      offsetof(Sge, length) == offsetof(ibv_sge, length) && offsetof(Sge, lkey) == offsetof(ibv_sge, lkey));
+static_assert(sizeof(DataBuf) == sizeof(ibv_data_buf) && offsetof(DataBuf, addr) == offsetof(ibv_data_buf, addr) &&
+	      offsetof(DataBuf, length) == offsetof(ibv_data_buf, length));
+const ibv_sge *as_ibv(const Sge *s) { return reinterpret_cast<const ibv_sge *>(s); }
+const ibv_data_buf *as_ibv(const DataBuf *d) { return reinterpret_cast<const ibv_data_buf *>(d); }
 
 /* The optional features of an SRD QP, in the order a fallback tries them. */
 enum Feature { kHints, kSl, kInlineWrite, kUnsolicited, kNumFeatures };
@@ -354,29 +362,29 @@ int Qp::flush()
 	return -ibv_wr_complete(qpx_);
 }
 
-int Qp::send(uint64_t wr_id, const Dest &to, std::span<const ibv_sge> sge, uint32_t imm, uint32_t flags)
+int Qp::send(uint64_t wr_id, const Dest &to, std::span<const Sge> sge, uint32_t imm, uint32_t flags)
 {
 	begin(wr_id);
 	if (flags & kWithImm)
 		ibv_wr_send_imm(qpx_, htonl(imm));
 	else
 		ibv_wr_send(qpx_);
-	ibv_wr_set_sge_list(qpx_, sge.size(), sge.data());
+	ibv_wr_set_sge_list(qpx_, sge.size(), as_ibv(sge.data()));
 	return end(to, flags);
 }
 
-int Qp::send_inline(uint64_t wr_id, const Dest &to, std::span<const ibv_data_buf> data, uint32_t imm, uint32_t flags)
+int Qp::send_inline(uint64_t wr_id, const Dest &to, std::span<const DataBuf> data, uint32_t imm, uint32_t flags)
 {
 	begin(wr_id);
 	if (flags & kWithImm)
 		ibv_wr_send_imm(qpx_, htonl(imm));
 	else
 		ibv_wr_send(qpx_);
-	ibv_wr_set_inline_data_list(qpx_, data.size(), data.data());
+	ibv_wr_set_inline_data_list(qpx_, data.size(), as_ibv(data.data()));
 	return end(to, flags);
 }
 
-int Qp::write(uint64_t wr_id, const Dest &to, std::span<const ibv_sge> sge, uint32_t rkey, uint64_t raddr,
+int Qp::write(uint64_t wr_id, const Dest &to, std::span<const Sge> sge, uint32_t rkey, uint64_t raddr,
 	      uint32_t imm, uint32_t flags)
 {
 	begin(wr_id);
@@ -384,11 +392,11 @@ int Qp::write(uint64_t wr_id, const Dest &to, std::span<const ibv_sge> sge, uint
 		ibv_wr_rdma_write_imm(qpx_, rkey, raddr, htonl(imm));
 	else
 		ibv_wr_rdma_write(qpx_, rkey, raddr);
-	ibv_wr_set_sge_list(qpx_, sge.size(), sge.data());
+	ibv_wr_set_sge_list(qpx_, sge.size(), as_ibv(sge.data()));
 	return end(to, flags, true);
 }
 
-int Qp::write_inline(uint64_t wr_id, const Dest &to, std::span<const ibv_data_buf> data, uint32_t rkey,
+int Qp::write_inline(uint64_t wr_id, const Dest &to, std::span<const DataBuf> data, uint32_t rkey,
 		     uint64_t raddr, uint32_t imm, uint32_t flags)
 {
 	begin(wr_id);
@@ -396,24 +404,24 @@ int Qp::write_inline(uint64_t wr_id, const Dest &to, std::span<const ibv_data_bu
 		ibv_wr_rdma_write_imm(qpx_, rkey, raddr, htonl(imm));
 	else
 		ibv_wr_rdma_write(qpx_, rkey, raddr);
-	ibv_wr_set_inline_data_list(qpx_, data.size(), data.data());
+	ibv_wr_set_inline_data_list(qpx_, data.size(), as_ibv(data.data()));
 	return end(to, flags, true);
 }
 
-int Qp::read(uint64_t wr_id, const Dest &to, std::span<const ibv_sge> sge, uint32_t rkey, uint64_t raddr,
+int Qp::read(uint64_t wr_id, const Dest &to, std::span<const Sge> sge, uint32_t rkey, uint64_t raddr,
 	     uint32_t flags)
 {
 	begin(wr_id);
 	ibv_wr_rdma_read(qpx_, rkey, raddr);
-	ibv_wr_set_sge_list(qpx_, sge.size(), sge.data());
+	ibv_wr_set_sge_list(qpx_, sge.size(), as_ibv(sge.data()));
 	return end(to, flags);
 }
 
-int Qp::post_recv(uint64_t wr_id, std::span<const ibv_sge> sge)
+int Qp::post_recv(uint64_t wr_id, std::span<const Sge> sge)
 {
 	ibv_recv_wr wr{};
 	wr.wr_id = wr_id;
-	wr.sg_list = const_cast<ibv_sge *>(sge.data());
+	wr.sg_list = const_cast<ibv_sge *>(as_ibv(sge.data()));
 	wr.num_sge = int(sge.size());
 	ibv_recv_wr *bad = nullptr;
 	return -ibv_post_recv(qp_, &wr, &bad);

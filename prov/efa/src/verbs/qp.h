@@ -57,6 +57,18 @@ struct Dest {
 	uint32_t qkey;
 };
 
+/* A scatter/gather element and a piece of inline data, in the layouts of ibv_sge and
+ * ibv_data_buf (qp.cpp asserts them): the layers above never name rdma-core's types. */
+struct Sge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
+};
+struct DataBuf {
+	void *addr;
+	size_t length;
+};
+
 enum PostFlags : uint32_t {
 	kMore = 1u << 0,     /* more work requests follow: do not ring the doorbell yet */
 	kHighPps = 1u << 1,  /* processing hint: bursty, packet-rate sensitive (RDMA writes only, as upstream) */
@@ -84,19 +96,19 @@ public:
 	ibv_qp *get() const { return qp_; }
 
 	/* All return 0 or a negative errno; a failure discards the whole open batch. */
-	int send(uint64_t wr_id, const Dest &to, std::span<const ibv_sge> sge, uint32_t imm, uint32_t flags);
-	int send_inline(uint64_t wr_id, const Dest &to, std::span<const ibv_data_buf> data, uint32_t imm, uint32_t flags);
-	int write(uint64_t wr_id, const Dest &to, std::span<const ibv_sge> sge, uint32_t rkey, uint64_t raddr,
+	int send(uint64_t wr_id, const Dest &to, std::span<const Sge> sge, uint32_t imm, uint32_t flags);
+	int send_inline(uint64_t wr_id, const Dest &to, std::span<const DataBuf> data, uint32_t imm, uint32_t flags);
+	int write(uint64_t wr_id, const Dest &to, std::span<const Sge> sge, uint32_t rkey, uint64_t raddr,
 		  uint32_t imm, uint32_t flags);
-	int write_inline(uint64_t wr_id, const Dest &to, std::span<const ibv_data_buf> data, uint32_t rkey,
+	int write_inline(uint64_t wr_id, const Dest &to, std::span<const DataBuf> data, uint32_t rkey,
 			 uint64_t raddr, uint32_t imm, uint32_t flags);
-	int read(uint64_t wr_id, const Dest &to, std::span<const ibv_sge> sge, uint32_t rkey, uint64_t raddr,
+	int read(uint64_t wr_id, const Dest &to, std::span<const Sge> sge, uint32_t rkey, uint64_t raddr,
 		 uint32_t flags);
 	/* Rings the doorbell for an open batch (no-op when none is open). */
 	int flush();
 	bool batch_open() const { return started_; }
 
-	int post_recv(uint64_t wr_id, std::span<const ibv_sge> sge);
+	int post_recv(uint64_t wr_id, std::span<const Sge> sge);
 
 	/* Changes the RNR retry count (RTS -> RTS). */
 	int set_rnr_retry(uint8_t retry);

@@ -10,6 +10,7 @@
 #include "common/result.h"
 #include "verbs/device.h"
 
+#include <cstring>
 #include <utility>
 
 namespace efa::verbs {
@@ -58,10 +59,17 @@ public:
 	const Api &api() const { return *api_; }
 };
 
+/* Access rights of a memory registration (IBV_ACCESS_* values), to be or'ed. */
+enum Access : int {
+	kLocalWrite = IBV_ACCESS_LOCAL_WRITE,
+	kRemoteRead = IBV_ACCESS_REMOTE_READ,
+	kRemoteWrite = IBV_ACCESS_REMOTE_WRITE,
+};
+
 class Mr : public Handle<ibv_mr, release_mr> {
 public:
 	using Handle::Handle;
-	/* `access` is IBV_ACCESS_* */
+	/* `access`: Access bits */
 	static Result<Mr> reg(const Pd &pd, void *addr, size_t len, int access);
 	uint32_t lkey() const { return p_->lkey; }
 	uint32_t rkey() const { return p_->rkey; }
@@ -72,6 +80,12 @@ public:
 	Ah() = default;
 	/* An AH towards `gid`, with its address handle number (what receive CQEs report). */
 	static Result<Ah> create(const Pd &pd, const ibv_gid &gid);
+	static Result<Ah> create(const Pd &pd, const uint8_t gid[16])
+	{
+		ibv_gid g;
+		std::memcpy(g.raw, gid, 16);
+		return create(pd, g);
+	}
 	uint16_t ahn() const { return ahn_; }
 
 private:

@@ -9,6 +9,7 @@
  *
  *  - defines the enum values the installed header lacks (configure's HAVE_DECL_*);
  *  - defines, under `*_cur` names, the current layout of every struct that grew
+ *    (member lists in efa/efadv_layouts.h, shared with include/efadv-current)
  *    (efadv_device_attr, efadv_qp_init_attr, efadv_cq_init_attr, efadv_cq). A struct
  *    cannot be redefined, so code always uses the `_cur` type and passes its size as
  *    `inlen`; where the installed header already has the new members, static_asserts
@@ -20,8 +21,8 @@
  *
  * Layouts follow the efadv man pages of current rdma-core (shared/reference/efadv).
  */
-#ifndef EFA_VERBS_EFADV_COMPAT_H
-#define EFA_VERBS_EFADV_COMPAT_H
+#ifndef EFA_EFADV_COMPAT_H
+#define EFA_EFADV_COMPAT_H
 
 #include "config.h"
 
@@ -31,6 +32,8 @@
 
 #include <infiniband/verbs.h>
 #include <infiniband/efadv.h>
+
+#include "efa/efadv_layouts.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -74,43 +77,19 @@ extern "C" {
 
 /* ------------------------------------------------------------ current struct layouts */
 struct efadv_device_attr_cur {
-	uint64_t comp_mask;
-	uint32_t max_sq_wr;
-	uint32_t max_rq_wr;
-	uint16_t max_sq_sge;
-	uint16_t max_rq_sge;
-	uint16_t inline_buf_size;
-	uint16_t inline_buf_size_ex;
-	uint32_t device_caps;
-	uint32_t max_rdma_size;
+	EFA_EFADV_DEVICE_ATTR_MEMBERS
 };
 
 struct efadv_qp_init_attr_cur {
-	uint64_t comp_mask;
-	uint32_t driver_qp_type;
-	uint16_t flags;
-	uint8_t sl;
-	uint8_t reserved;
-	uint64_t wr_flags;
+	EFA_EFADV_QP_INIT_ATTR_MEMBERS
 };
 
 struct efadv_cq_init_attr_cur {
-	uint64_t comp_mask;
-	uint64_t wc_flags;
-	uint64_t flags;
-	struct {
-		uint8_t *buffer;
-		uint64_t length;
-		uint64_t offset;
-		int32_t fd;
-		uint8_t reserved[4];
-	} ext_mem_dmabuf;
+	EFA_EFADV_CQ_INIT_ATTR_MEMBERS
 };
 
 struct efadv_cq_cur {
-	uint64_t comp_mask;
-	int (*wc_read_sgid)(struct efadv_cq *efadv_cq, union ibv_gid *sgid);
-	bool (*wc_is_unsolicited)(struct efadv_cq *efadv_cq);
+	EFA_EFADV_CQ_MEMBERS
 };
 
 /* Sizes of the first published layouts: the smallest inlen a caller may pass. */
@@ -121,8 +100,7 @@ struct efadv_cq_cur {
 
 #if !HAVE_DECL_EFADV_QP_FROM_IBV_QP_EX
 struct efadv_qp {
-	uint64_t comp_mask;
-	void (*wr_set_processing_hints)(struct efadv_qp *efadv_qp, uint32_t hints);
+	EFA_EFADV_QP_MEMBERS
 };
 
 struct efadv_qp *efadv_qp_from_ibv_qp_ex(struct ibv_qp_ex *ibvqpx);
@@ -205,4 +183,4 @@ static_assert(sizeof(efadv_rq_depth_attr) == 16 && offsetof(efadv_rq_depth_attr,
 	      "efadv_rq_depth_attr ABI");
 #endif /* __cplusplus */
 
-#endif /* EFA_VERBS_EFADV_COMPAT_H */
+#endif /* EFA_EFADV_COMPAT_H */
