@@ -388,6 +388,34 @@ Test(rdm_inject, foreign_protocol_peer_fails_fast)
 	close_target(t);
 }
 
+namespace {
+
+/* Inserts the forger's address without our mark (as upstream's names and text forms are). */
+fi_addr_t insert_unmarked(const Target &t, const Forger &f)
+{
+	RawAddr plain = f.self;
+	plain.pad = 0;
+	fi_addr_t fa = FI_ADDR_NOTAVAIL;
+	cr_assert_eq(fi_av_insert(t.av, &plain, 1, &fa, 0, nullptr), 1);
+	return fa;
+}
+
+/* Sends while the answer is -FI_EAGAIN (the question to the peer is open), progressing
+ * the target; the first other answer, or -FI_EAGAIN after 10 s. */
+ssize_t send_while_asking(const Target &t, const void *msg, size_t len, fi_addr_t fa)
+{
+	ssize_t r = -FI_EAGAIN;
+	for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+	     r == -FI_EAGAIN && std::chrono::steady_clock::now() < end;) {
+		fi_cq_msg_entry e[4];
+		(void)fi_cq_read(t.cq, e, 4);
+		r = fi_send(t.ep, msg, len, nullptr, fa, nullptr);
+	}
+	return r;
+}
+
+} // namespace
+
 /*
  * A peer whose address does not carry our mark (upstream's names, addresses made from
  * text) is asked which protocol it speaks before anything else goes to it, in a packet
@@ -403,10 +431,7 @@ Test(rdm_inject, unmarked_peer_is_asked_before_anything_is_sent)
 	Target t;
 	open_target(t);
 	Forger f(t);
-	RawAddr plain = f.self;
-	plain.pad = 0;
-	fi_addr_t fa = FI_ADDR_NOTAVAIL;
-	cr_assert_eq(fi_av_insert(t.av, &plain, 1, &fa, 0, nullptr), 1);
+	const fi_addr_t fa = insert_unmarked(t, f);
 	uint8_t msg[64] = {};
 	cr_assert_eq(fi_send(t.ep, msg, sizeof msg, nullptr, fa, nullptr), -FI_EAGAIN);
 	cr_assert_eq(fi_send(t.ep, msg, sizeof msg, nullptr, fa, nullptr), -FI_EAGAIN);
@@ -432,13 +457,7 @@ Test(rdm_inject, unmarked_peer_is_asked_before_anything_is_sent)
 	std::memcpy(f.tx(0), v4_handshake, sizeof v4_handshake);
 	std::memcpy(f.tx(0) + 16, &f.self.qkey, 4);
 	f.push({sizeof v4_handshake});
-	ssize_t r = -FI_EAGAIN;
-	for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-	     r == -FI_EAGAIN && std::chrono::steady_clock::now() < end;) {
-		fi_cq_msg_entry e[4];
-		(void)fi_cq_read(t.cq, e, 4);
-		r = fi_send(t.ep, msg, sizeof msg, nullptr, fa, nullptr);
-	}
+	const ssize_t r = send_while_asking(t, msg, sizeof msg, fa);
 	cr_assert_eq(r, -FI_EHOSTUNREACH, "fi_send after the v4 answer: %zd", r);
 	cr_assert(f.received(t.cq, 100).empty(), "a packet went to the peer after its v4 answer");
 	close_target(t);
@@ -455,10 +474,7 @@ Test(rdm_inject, unmarked_peer_of_ours_is_asked_then_reached)
 	Forger f(t);
 	/* The target inserts the forger by an address without the mark: it asks, the forger
 	 * answers with our HANDSHAKE, and the send goes out. */
-	RawAddr plain = f.self;
-	plain.pad = 0;
-	fi_addr_t fa = FI_ADDR_NOTAVAIL;
-	cr_assert_eq(fi_av_insert(t.av, &plain, 1, &fa, 0, nullptr), 1);
+	const fi_addr_t fa = insert_unmarked(t, f);
 	uint8_t msg[32];
 	std::memset(msg, 0x3c, sizeof msg);
 	cr_assert_eq(fi_send(t.ep, msg, sizeof msg, nullptr, fa, nullptr), -FI_EAGAIN);
@@ -473,13 +489,7 @@ Test(rdm_inject, unmarked_peer_of_ours_is_asked_then_reached)
 	size_t n = write_handshake(f.tx(0), Forger::kSlot, hs);
 	cr_assert_gt(n, 0u);
 	f.push({n});
-	ssize_t r = -FI_EAGAIN;
-	for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-	     r == -FI_EAGAIN && std::chrono::steady_clock::now() < end;) {
-		fi_cq_msg_entry e[4];
-		(void)fi_cq_read(t.cq, e, 4);
-		r = fi_send(t.ep, msg, sizeof msg, nullptr, fa, nullptr);
-	}
+	const ssize_t r = send_while_asking(t, msg, sizeof msg, fa);
 	cr_assert_eq(r, 0, "fi_send after our answer: %zd", r);
 	got = f.received(t.cq, 300);
 	bool eager = false;
