@@ -531,12 +531,25 @@ struct Ep : EpBase {
 	ssize_t dead_peer(const Peer &p) const;
 	/* The start of every send, RMA and atomic call (`what`: the call, for the log):
 	 * check_call's verdict as 0 or an error code with its warning. */
-	ssize_t check_start(const char *what, uint64_t flags, uint64_t allowed) const;
+	ssize_t check_start(const char *what, uint64_t flags, uint64_t allowed) const
+	{
+		const CallCheck c = rdm::check_call(enabled, tx_cq != nullptr, flags, allowed);
+		return c == CallCheck::Ok ? 0 : call_error(c, what, flags, allowed);
+	}
+	ssize_t call_error(CallCheck c, const char *what, uint64_t flags, uint64_t allowed) const;
 	/* The peer an operation goes to, or null with the answer in `err`: not in the AV
 	 * (-FI_EINVAL), failed (dead_peer), not known to speak our protocol (ask_protocol),
 	 * backing off or, when it takes a new message id (`new_id`), too far ahead
 	 * (-FI_EAGAIN). */
-	Peer *tx_peer(fi_addr_t dest, bool new_id, ssize_t &err);
+	Peer *tx_peer(fi_addr_t dest, bool new_id, ssize_t &err)
+	{
+		Peer *p = peer_for_addr(dest);
+		if (p && !p->dead && p->speaks_ours && !held_back(*p) && !(new_id && ids_full(*p)))
+			return p;
+		err = tx_peer_error(dest, p);
+		return nullptr;
+	}
+	ssize_t tx_peer_error(fi_addr_t dest, Peer *p);
 	void probe_peers(uint64_t now);
 	bool send_probe(Peer &p);
 	/* A work request to the peer of `pkt` came back from the device. */

@@ -85,9 +85,9 @@ Peer *Ep::peer_for_addr(fi_addr_t addr)
 	return raw;
 }
 
-ssize_t Ep::check_start(const char *what, uint64_t flags, uint64_t allowed) const
+ssize_t Ep::call_error(CallCheck c, const char *what, uint64_t flags, uint64_t allowed) const
 {
-	switch (rdm::check_call(enabled, tx_cq != nullptr, flags, allowed)) {
+	switch (c) {
 	case CallCheck::Ok: return 0;
 	case CallCheck::NotEnabled:
 		EFA_WARN_ONCE(EpData, "%s before fi_enable: bind an AV and CQs, call fi_enable, then post", what);
@@ -101,27 +101,17 @@ ssize_t Ep::check_start(const char *what, uint64_t flags, uint64_t allowed) cons
 	return -FI_EINVAL;
 }
 
-Peer *Ep::tx_peer(fi_addr_t dest, bool new_id, ssize_t &err)
+ssize_t Ep::tx_peer_error(fi_addr_t dest, Peer *p)
 {
-	Peer *p = peer_for_addr(dest);
 	if (!p) {
 		Av::warn_unknown(dest);
-		err = -FI_EINVAL;
-		return nullptr;
+		return -FI_EINVAL;
 	}
-	if (p->dead) {
-		err = dead_peer(*p);
-		return nullptr;
-	}
-	if (!p->speaks_ours) {
-		err = ask_protocol(*p);
-		return nullptr;
-	}
-	if (held_back(*p) || (new_id && ids_full(*p))) {
-		err = -FI_EAGAIN;
-		return nullptr;
-	}
-	return p;
+	if (p->dead)
+		return dead_peer(*p);
+	if (!p->speaks_ours)
+		return ask_protocol(*p);
+	return -FI_EAGAIN; /* backing off, or too many ids ahead */
 }
 
 Peer *Ep::adopt(Peer *p, fi_addr_t addr)
