@@ -207,7 +207,6 @@ Peer *Ep::peer_from_src(const verbs::Wc &wc, uint32_t conn, const RawAddr *ra, c
 		} else {
 			auto np = make_peer(ah, *ra, FI_ADDR_NOTAVAIL, rx_window);
 			Peer *raw = np.get();
-			raw->speaks_ours = true; /* it spoke first, in our protocol */
 			implicit.push_back(std::move(np));
 			by_src[src_key(raw->ah->ah.ahn(), raw->raw.qpn)] = raw;
 			return raw;

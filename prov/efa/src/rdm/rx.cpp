@@ -88,7 +88,7 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 	Peer *p = peer_from_wc(wc, pk);
 	if (p) {
 		peer_heard(*p);
-		p->speaks_ours = true;
+		p->speaks_ours = true; /* it spoke our protocol (also makes implicit peers known) */
 		pkt->peer = p;
 		if (!p->hs_sent)
 			send_handshake(*p);
