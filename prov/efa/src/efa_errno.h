@@ -52,7 +52,21 @@
 	X(4160, PEER_PROTOCOL_MISMATCH, FI_EHOSTUNREACH,                                                    \
 	  "The peer speaks another RDM protocol (libfabric's own efa provider speaks EFA RDM protocol v4, " \
 	  "this provider its own version 1): run the same efa provider on both sides, or use the "          \
-	  "efa-direct fabric, which both speak")
+	  "efa-direct fabric, which both speak")                                                            \
+	X(4161, PEER_REMOVED, FI_ECANCELED,                                                                 \
+	  "The peer was removed from the address vector (fi_av_remove) while this operation waited on it")  \
+	X(4162, PEER_REPLACED, FI_EHOSTUNREACH,                                                             \
+	  "A new endpoint sends from the peer's QP number (the peer was restarted): remove the old address " \
+	  "with fi_av_remove and insert the new endpoint's name")                                           \
+	X(4163, POST_FAILED, FI_EIO,                                                                        \
+	  "The local device refused a work request (see the warning logged with it); reopen the endpoint")   \
+	X(4164, REGISTRATION_FAILED, FI_EIO,                                                                \
+	  "Registering an application buffer for an RDMA read failed (locked-memory limit: raise ulimit -l, " \
+	  "or pass descriptors of memory registered with fi_mr_reg)")                                      \
+	X(4165, TARGET_REFUSED, FI_EIO,                                                                     \
+	  "The target refused the emulated RMA or atomic operation; the error code says why (FI_EACCES: key, " \
+	  "range or access not registered there; FI_EINVAL: malformed request; FI_EOPNOTSUPP: operation or " \
+	  "datatype not supported there)")
 
 namespace efa {
 

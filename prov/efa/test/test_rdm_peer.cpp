@@ -178,6 +178,7 @@ Test(rdm_peer, av_remove_cancels_and_forgets)
 		fi_cq_err_entry e = next(s.cq, 2000, &error);
 		cr_assert(error, "a send to the removed peer completed without error");
 		cr_assert_eq(e.err, FI_ECANCELED, "err %d (%s), expected FI_ECANCELED", e.err, fi_strerror(e.err));
+		cr_assert_eq(e.prov_errno, 4161, "prov_errno %d, expected PEER_REMOVED", e.prov_errno);
 		const int k = e.op_context == &ctx[0] ? 0 : e.op_context == &ctx[1] ? 1 : -1;
 		cr_assert(k >= 0 && !seen[k], "an error entry of no pending send");
 		seen[k] = true;
@@ -257,6 +258,9 @@ Test(rdm_peer, dead_peer_fails_waiting_ops_within_bound)
 Test(rdm_peer, new_endpoint_on_the_qpn_replaces_the_old)
 {
 	setenv("EFASIM_MAX_QP", "2", 1);
+	/* An address of its own: with two QP numbers, a test running beside it on the
+	 * default address could hold one (create_qp: ENOSPC). */
+	setenv("EFASIM_ADDR", "127.0.0.93", 1);
 	setenv("EFASIM_TIMEOUT_MS", "60000", 1);
 	setenv("FI_EFA_PEER_PROBE_INTERVAL", "0", 1);
 	open_env();
@@ -295,6 +299,7 @@ Test(rdm_peer, new_endpoint_on_the_qpn_replaces_the_old)
 			cr_assert_eq(fi_cq_readerr(s.cq, &err, 0), 1);
 			cr_assert(err.op_context == &ctx[0] || err.op_context == &ctx[1]);
 			cr_assert_eq(err.err, FI_EHOSTUNREACH, "err %d (%s)", err.err, fi_strerror(err.err));
+			cr_assert_eq(err.prov_errno, 4162, "prov_errno %d, expected PEER_REPLACED", err.prov_errno);
 			failed++;
 		} else {
 			cr_assert_eq(n, -FI_EAGAIN);

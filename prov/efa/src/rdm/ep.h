@@ -54,6 +54,12 @@ struct MsgLink : IListNode<MsgLink> {
 	MsgRx *m = nullptr;
 };
 
+/* A send's place on its peer's list of sends waiting for a RECEIPT (Peer::receipts),
+ * apart from the list TxOp itself is on (tx_pending). */
+struct TxLink : IListNode<TxLink> {
+	TxOp *op = nullptr;
+};
+
 struct Pkt : IListNode<Pkt>, ReorderLink<Pkt> {
 	enum class Kind : uint8_t { Rx, Tx, Copy };
 	uint8_t *buf = nullptr;
@@ -108,10 +114,11 @@ struct Peer : IListNode<Peer> {
 	uint64_t features = 0; /* theirs */
 	uint32_t max_payload = 0;
 	uint32_t rx_window = 0; /* theirs (0: not known yet) */
-	/* Medium messages being reassembled, by message id. */
-	std::unordered_map<uint32_t, MsgRx *> active;
-	/* Our sends waiting for a RECEIPT, by message id. */
-	std::unordered_map<uint32_t, TxOp *> receipts;
+	/* Medium messages being reassembled, and our eager and medium sends waiting for a
+	 * RECEIPT: both in message id order, found by message id (few at a time; no
+	 * allocation on the data path). */
+	IList<MsgLink> active;
+	IList<TxLink> receipts;
 	/* FI_RM_DISABLED: message ids of sends refused with FI_ENORX that the peer has not
 	 * been told to skip yet, as runs (first id, count); `void_pkt` is the one VOID
 	 * packet that tells it, on the device or waiting to be resent (protocol.md
@@ -135,6 +142,7 @@ struct Peer : IListNode<Peer> {
 	bool probe_out = false;
 	bool waiting = false; /* scratch of probe_peers */
 	bool dead = false;
+	uint32_t down = 0;     /* while dead: the status its operations failed with */
 	bool replaced = false; /* dead for good: a new endpoint has its QP number */
 	uint8_t foreign = 0;   /* dead for good: it sent a packet of this protocol version */
 	bool released = false;
@@ -181,6 +189,7 @@ struct TxOp : IListNode<TxOp> {
 	size_t compare_count = 0;
 	/* LONGREAD: registrations of iovs whose descriptor grants no remote read. */
 	verbs::Mr reg[kMaxRmaIov];
+	TxLink rlink; /* on peer->receipts while it waits for one */
 };
 
 struct RxOp : IListNode<RxOp> {
@@ -246,6 +255,7 @@ struct MsgRx : IListNode<MsgRx> {
 	int err = 0;
 	uint32_t prov_errno = 0;
 	MsgLink plink; /* on peer->msgs until finished */
+	MsgLink alink; /* MEDIUM: on peer->active until finished */
 };
 
 class Hook : public CqUser {
@@ -425,6 +435,11 @@ struct Ep : EpBase {
 	void advance_msg(MsgRx *m);
 	void finish_msg(MsgRx *m);
 	void route_segment(Peer &p, const Pkt &pkt, const Parsed &pk);
+	/* The medium message with id `msg_id` p is sending us, if one is being reassembled. */
+	static MsgLink *active_msg(const Peer &p, uint32_t msg_id)
+	{
+		return p.active.find([msg_id](const MsgLink &l) { return l.m->msg_id == msg_id; });
+	}
 	void handle_data(Peer &p, const Parsed &pk);
 	bool send_cts(MsgRx &m);
 	/* LONGREAD (rdm/longread.cpp) */

@@ -61,7 +61,7 @@ void Ep::release_removed()
 			 "FI_ECANCELED, its unreceived messages are dropped",
 			 (unsigned long)a, addr_to_string(p.raw).c_str());
 		p.released = true;
-		peer_failed(p, FI_ECANCELED, 0);
+		peer_failed(p, FI_ECANCELED, uint32_t(EfaStatus::PEER_REMOVED));
 		auto it = by_src.find(src_key(p.ah->ah.ahn(), p.raw.qpn));
 		if (it != by_src.end() && it->second == &p)
 			by_src.erase(it);
@@ -99,7 +99,7 @@ void Ep::peer_replaced(Peer &p, uint32_t conn)
 		 "with -FI_EHOSTUNREACH: remove it with fi_av_remove and insert the new endpoint's address",
 		 addr_to_string(p.raw).c_str(), (unsigned long)p.addr, conn);
 	if (!was_dead)
-		peer_failed(p, FI_EHOSTUNREACH, 0);
+		peer_failed(p, FI_EHOSTUNREACH, uint32_t(EfaStatus::PEER_REPLACED));
 }
 
 void Ep::foreign_packet(const Pkt &pkt, const verbs::Wc &wc)
@@ -148,6 +148,7 @@ void Ep::peer_foreign(Peer &p, unsigned version)
 void Ep::peer_revived(Peer &p)
 {
 	p.dead = false;
+	p.down = 0;
 	p.hs_sent = false; /* one dropped while it was dead: the next packet to it resends it */
 	EFA_INFO(EpData, "%s (fi_addr %lu) is heard from again: operations to it are accepted",
 		 addr_to_string(p.raw).c_str(), (unsigned long)p.addr);
@@ -168,6 +169,7 @@ ssize_t Ep::dead_peer(const Peer &p) const
 
 void Ep::peer_failed(Peer &p, int err, uint32_t status)
 {
+	p.down = status;
 	/* Packets held back by RNR never reach the device now. */
 	while (Pkt *pkt = p.queued.pop_front()) {
 		pkt->queued = false;
@@ -197,9 +199,8 @@ void Ep::peer_failed(Peer &p, int err, uint32_t status)
 		if (op->peer == &p)
 			ops.push_back(op);
 	});
-	for (auto &kv : p.receipts)
-		ops.push_back(kv.second);
-	p.receipts.clear();
+	while (TxLink *l = p.receipts.pop_front())
+		ops.push_back(l->op);
 	for (TxOp *op = tx_pending.front(); op; op = IList<TxOp>::next(op))
 		if (op->peer == &p)
 			ops.push_back(op);
@@ -245,8 +246,8 @@ void Ep::peer_failed(Peer &p, int err, uint32_t status)
 				free_copy(c);
 			if (m.has_id)
 				rx_ids.remove(m.id);
-			if (is_medium(m.type))
-				p.active.erase(m.msg_id);
+			if (m.alink.on_list())
+				p.active.unlink(&m.alink);
 			p.msgs.unlink(&m.plink);
 			EFA_DBG(EpData, "an unreceived message of %lu bytes from %s is dropped", (unsigned long)m.msg_len,
 				addr_to_string(p.raw).c_str());

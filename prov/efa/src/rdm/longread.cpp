@@ -103,6 +103,7 @@ void Ep::longread_start(MsgRx &m)
 			EFA_WARN(EpData, "registering a receive buffer for a read-based message failed: %s",
 				 fi_strerror(-r.error()));
 			m.err = FI_EIO;
+			m.prov_errno = uint32_t(EfaStatus::REGISTRATION_FAILED);
 			break;
 		}
 		m.reg[i] = r.take();
@@ -149,6 +150,7 @@ void Ep::longread_pump(MsgRx &m)
 			EFA_WARN(EpData, "posting an RDMA read failed: %s", fi_strerror(-r));
 			tx_pkts.put(pkt);
 			m.err = FI_EIO;
+			m.prov_errno = uint32_t(EfaStatus::POST_FAILED);
 			break;
 		}
 		sq_used++;
@@ -172,6 +174,7 @@ void Ep::longread_read_done(Pkt *pkt, const verbs::Wc &wc)
 		EFA_WARN(EpData, "RDMA read of a message from %s failed: %s", addr_to_string(m.peer->raw).c_str(),
 			 efa_status_msg(wc.vendor_err));
 		m.err = efa_status_to_fi(wc.vendor_err);
+		m.prov_errno = wc.vendor_err;
 	}
 	if (m.rd_done < m.rd_posted || (m.rd_posted < read_len(m) && !m.err))
 		return;

@@ -5,6 +5,7 @@
  */
 #include "rdm/ep.h"
 
+#include "efa_errno.h"
 #include "log.h"
 
 #include <chrono>
@@ -337,7 +338,8 @@ int Ep::post(Pkt *pkt)
 		 * waits for them. An operation's packet fails it. */
 		if (pkt->op) {
 			pkt->op->inflight--;
-			fail_tx(pkt->op, p.released ? FI_ECANCELED : FI_EHOSTUNREACH, 0);
+			fail_tx(pkt->op, p.released ? FI_ECANCELED : FI_EHOSTUNREACH,
+				p.released ? uint32_t(EfaStatus::PEER_REMOVED) : p.down);
 		}
 		tx_pkts.put(pkt);
 		return -FI_EHOSTUNREACH;
@@ -355,7 +357,7 @@ int Ep::post(Pkt *pkt)
 				 fi_strerror(-r));
 			if (pkt->op) {
 				pkt->op->inflight--;
-				fail_tx(pkt->op, FI_EIO, 0);
+				fail_tx(pkt->op, FI_EIO, uint32_t(EfaStatus::POST_FAILED));
 			}
 			tx_pkts.put(pkt);
 			return -FI_EIO;

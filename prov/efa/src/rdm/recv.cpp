@@ -191,7 +191,8 @@ void Ep::start_msg(Peer &p, Pkt *pkt, const Parsed &pk)
 	case PktType::MediumMsg:
 	case PktType::MediumTag:
 		m->msg_len = pk.as<MediumHdr>().msg_len;
-		p.active[m->msg_id] = m;
+		m->alink.m = m;
+		p.active.push_back(&m->alink);
 		take_segment(*m, pk);
 		break;
 	case PktType::LongCtsMsg:
@@ -232,12 +233,12 @@ void Ep::route_segment(Peer &p, const Pkt &pkt, const Parsed &pk)
 		dropped_dup++;
 		return;
 	}
-	auto it = p.active.find(pk.as<RtmHdr>().msg_id);
-	if (it == p.active.end()) {
+	MsgLink *l = active_msg(p, pk.as<RtmHdr>().msg_id);
+	if (!l) {
 		dropped_dup++;
 		return;
 	}
-	MsgRx *m = it->second;
+	MsgRx *m = l->m;
 	if (!take_segment(*m, pk)) {
 		/* A segment already taken: counting its bytes twice would complete the message
 		 * while another segment is missing. */
@@ -407,8 +408,8 @@ void Ep::finish_msg(MsgRx *m)
 	complete_rx(*m);
 	if (m->has_id)
 		rx_ids.remove(m->id);
-	if (m->type == PktType::MediumMsg || m->type == PktType::MediumTag)
-		m->peer->active.erase(m->msg_id);
+	if (m->alink.on_list())
+		m->peer->active.unlink(&m->alink);
 	if (m->on_list())
 		rx_pending.unlink(m);
 	if (m->plink.on_list())

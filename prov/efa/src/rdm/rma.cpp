@@ -8,6 +8,7 @@
  */
 #include "rdm/ep.h"
 
+#include "efa_errno.h"
 #include "info.h"
 #include "rdm/attrs.h"
 #include "log.h"
@@ -78,6 +79,7 @@ void Ep::post_device_rma(TxOp &op, bool write)
 			op.inflight--;
 			tx_pkts.put(pkt);
 			op.err = FI_EIO;
+			op.prov_errno = uint32_t(EfaStatus::POST_FAILED);
 			break;
 		}
 		sq_used++;
@@ -333,7 +335,7 @@ void Ep::handle_error(Peer &p, const Parsed &pk)
 	}
 	EFA_DBG(EpData, "%s refused an operation: %s", addr_to_string(p.raw).c_str(), fi_strerror(int(h.err)));
 	op->window = 0;
-	fail_tx(op, int(h.err), 0);
+	fail_tx(op, int(h.err), uint32_t(EfaStatus::TARGET_REFUSED));
 }
 
 /* ------------------------------------------------------------------ fi_rma / fi_atomic entry points */

@@ -201,7 +201,7 @@ void Ep::process_req(Peer &p, Pkt *pkt, const Parsed &pk)
 {
 	/* Later segments of a medium message whose first one started it. */
 	if ((pk.type == PktType::MediumMsg || pk.type == PktType::MediumTag) &&
-	    p.active.count(pk.as<RtmHdr>().msg_id)) {
+	    active_msg(p, pk.as<RtmHdr>().msg_id)) {
 		route_segment(p, *pkt, pk);
 		return;
 	}

@@ -134,8 +134,10 @@ ssize_t Ep::send(const SendArgs &a)
 	}
 	/* The RECEIPT of an eager or medium message names it by message id; long-CTS has
 	 * a send id, long-read completes on EOR (also by send id). */
-	if (op->need_receipt && (proto == Proto::Eager || proto == Proto::Medium))
-		p->receipts[op->msg_id] = op;
+	if (op->need_receipt && (proto == Proto::Eager || proto == Proto::Medium)) {
+		op->rlink.op = op;
+		p->receipts.push_back(&op->rlink);
+	}
 
 	auto begin = [&](PktWriter &w, Pkt *pkt) {
 		(void)pkt;
@@ -252,10 +254,9 @@ void Ep::handle_receipt(Peer &p, const Parsed &pk)
 		if (op && (op->peer != &p || !op->need_receipt || op->got_receipt))
 			op = nullptr;
 	} else {
-		auto it = p.receipts.find(h.msg_id);
-		if (it != p.receipts.end()) {
-			op = it->second;
-			p.receipts.erase(it);
+		if (TxLink *l = p.receipts.find([&](const TxLink &t) { return t.op->msg_id == h.msg_id; })) {
+			op = l->op;
+			p.receipts.unlink(l);
 		}
 	}
 	if (!op) {
@@ -334,7 +335,10 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 	}
 	if (op) {
 		op->inflight--;
-		fail_tx(op, p->released ? FI_ECANCELED : efa_status_to_fi(status), status);
+		if (p->released)
+			fail_tx(op, FI_ECANCELED, uint32_t(EfaStatus::PEER_REMOVED));
+		else
+			fail_tx(op, efa_status_to_fi(status), status);
 	} else if (PktType(pkt->buf[0]) != PktType::Handshake && !gone && !p->released) {
 		EFA_WARN(EpData, "a %s packet to %s failed: %s", pkt_type_name(PktType(pkt->buf[0])),
 			 addr_to_string(p->raw).c_str(), efa_status_msg(status));
@@ -442,12 +446,9 @@ void Ep::finish_tx(TxOp *op)
 		tx_pending.unlink(op);
 	if (op->id)
 		tx_ids.remove(op->id);
-	/* Whatever ended it (its RECEIPT, an error), an operation leaves the receipt map. */
-	if (op->need_receipt) {
-		auto it = op->peer->receipts.find(op->msg_id);
-		if (it != op->peer->receipts.end() && it->second == op)
-			op->peer->receipts.erase(it);
-	}
+	/* Whatever ended it (its RECEIPT, an error), an operation leaves the receipt list. */
+	if (op->rlink.on_list())
+		op->peer->receipts.unlink(&op->rlink);
 	complete_tx(*op);
 	txops.put(op);
 }
