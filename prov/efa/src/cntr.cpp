@@ -130,13 +130,13 @@ fi_ops_cntr g_cntr_ops = {
 
 void Cntr::add_cq(Cq *cq)
 {
-	std::lock_guard<std::mutex> g(lock);
+	std::lock_guard g(lock);
 	cqs.push_back(cq);
 }
 
 void Cntr::remove_cq(Cq *cq)
 {
-	std::lock_guard<std::mutex> g(lock);
+	std::lock_guard g(lock);
 	auto it = std::find(cqs.begin(), cqs.end(), cq);
 	if (it != cqs.end())
 		cqs.erase(it);
@@ -144,7 +144,7 @@ void Cntr::remove_cq(Cq *cq)
 
 void Cntr::progress()
 {
-	std::lock_guard<std::mutex> g(lock);
+	std::lock_guard g(lock);
 	for (Cq *cq : cqs)
 		cq->poke();
 }
@@ -171,6 +171,7 @@ int cntr_open(fid_domain *df, fi_cntr_attr *attr, fid_cntr **out, void *context)
 	c->cntr.fid.ops = &g_cntr_fi_ops;
 	c->cntr.ops = &g_cntr_ops;
 	c->dom = d;
+	c->lock.set_threading(d->threading);
 	d->hdr.children++;
 	*out = &c->cntr;
 	return 0;

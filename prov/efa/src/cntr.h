@@ -8,6 +8,7 @@
 #ifndef EFA_CNTR_H
 #define EFA_CNTR_H
 
+#include "common/lock.h"
 #include "domain.h"
 
 #include <atomic>
@@ -25,7 +26,7 @@ struct Cntr {
 	Domain *dom;
 	std::atomic<uint64_t> value{0};
 	std::atomic<uint64_t> err{0};
-	std::mutex lock;
+	DataLock lock; /* off when the application serialises (common/lock.h) */
 	std::vector<Cq *> cqs; /* CQs of the bound endpoints, to progress */
 
 	void inc() { value.fetch_add(1, std::memory_order_release); }

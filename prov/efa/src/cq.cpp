@@ -50,7 +50,7 @@ ssize_t cq_read_locked(Cq *cq, void *buf, size_t count, fi_addr_t *src)
 	const size_t have = cq->staged_count();
 	if (have < count)
 		cq->progress(count - have);
-	std::lock_guard<std::mutex> g(cq->stage_lock);
+	std::lock_guard g(cq->stage_lock);
 	const size_t n = std::min(count, cq->staged.size());
 	auto *out = static_cast<uint8_t *>(buf);
 	for (size_t i = 0; i < n; i++) {
@@ -75,7 +75,7 @@ ssize_t cq_readfrom(fid_cq *f, void *buf, size_t count, fi_addr_t *src)
 			      count);
 		return -FI_EINVAL;
 	}
-	std::lock_guard<std::mutex> g(cq->lock);
+	std::lock_guard g(cq->lock);
 	return cq_read_locked(cq, buf, count, src);
 }
 
@@ -91,8 +91,8 @@ ssize_t cq_readerr(fid_cq *f, fi_cq_err_entry *buf, uint64_t flags)
 			      buf ? "a buffer" : "NULL", (unsigned long)flags);
 		return -FI_EINVAL;
 	}
-	std::lock_guard<std::mutex> g(cq->lock);
-	std::lock_guard<std::mutex> gs(cq->stage_lock);
+	std::lock_guard g(cq->lock);
+	std::lock_guard gs(cq->stage_lock);
 	if (cq->errors.empty())
 		return -FI_EAGAIN;
 	Cq::Error &err = cq->errors.front();
@@ -128,7 +128,7 @@ ssize_t cq_sreadfrom(fid_cq *f, void *buf, size_t count, fi_addr_t *src, const v
 	const auto deadline = clock::now() + std::chrono::milliseconds(timeout < 0 ? 0 : timeout);
 	for (;;) {
 		{
-			std::lock_guard<std::mutex> g(cq->lock);
+			std::lock_guard g(cq->lock);
 			ssize_t ret = cq_read_locked(cq, buf, count, src);
 			if (ret != -FI_EAGAIN)
 				return ret;
@@ -224,7 +224,7 @@ int cq_control(fid_t f, int command, void *arg)
 			return -FI_ENODATA;
 		{
 			/* The fd signals only when armed: arm now, as fi_trywait would. */
-			std::lock_guard<std::mutex> g(cq->lock);
+			std::lock_guard g(cq->lock);
 			if (!cq->armed && cq->vcq.arm() == 0)
 				cq->armed = true;
 		}
@@ -287,19 +287,19 @@ int Cq::poll_device(size_t max)
 
 void Cq::attach(CqUser *u)
 {
-	std::lock_guard<std::mutex> g(lock);
+	std::lock_guard g(lock);
 	users.push_back(u);
 }
 
 void Cq::detach(CqUser *u)
 {
-	std::lock_guard<std::mutex> g(lock);
+	std::lock_guard g(lock);
 	users.erase(std::remove(users.begin(), users.end(), u), users.end());
 }
 
 int Cq::trywait()
 {
-	std::lock_guard<std::mutex> g(lock);
+	std::lock_guard g(lock);
 	consume_event(this);
 	if (has_anything() || progress(64) > 0 || has_anything())
 		return -FI_EAGAIN;
@@ -318,7 +318,7 @@ int Cq::trywait()
 
 void Cq::poke()
 {
-	std::lock_guard<std::mutex> g(lock);
+	std::lock_guard g(lock);
 	consume_event(this);
 	progress(64);
 }
@@ -351,6 +351,8 @@ int cq_open(fid_domain *df, fi_cq_attr *attr, fid_cq **out, void *context)
 	auto *cq = new Cq();
 	cq->hdr.magic = Cq::kMagic;
 	cq->dom = d;
+	cq->lock.set_threading(d->threading);
+	cq->stage_lock.set_threading(d->threading);
 	cq->format = format;
 	cq->entry_size = entry_size_of(format);
 	cq->wait_obj = attr->wait_obj;

@@ -16,6 +16,7 @@
 #ifndef EFA_CQ_H
 #define EFA_CQ_H
 
+#include "common/lock.h"
 #include "domain.h"
 #include "verbs/cq.h"
 
@@ -58,8 +59,8 @@ struct Cq {
 	/* `lock` serialises polling the device CQ and reading; `stage_lock` (innermost)
 	 * guards `staged` and `errors`, so that an endpoint can complete an operation on a
 	 * CQ other than the one it is progressing. */
-	std::mutex lock;
-	std::mutex stage_lock;
+	DataLock lock;
+	DataLock stage_lock;
 	struct Entry {
 		fi_cq_tagged_entry e;
 		fi_addr_t src;
@@ -89,22 +90,22 @@ struct Cq {
 	/* Any thread, any lock held but stage_lock: */
 	void push(const fi_cq_tagged_entry &e, fi_addr_t src)
 	{
-		std::lock_guard<std::mutex> g(stage_lock);
+		std::lock_guard g(stage_lock);
 		staged.push_back(Entry{e, src});
 	}
 	void push_error(const fi_cq_err_entry &e, std::string text)
 	{
-		std::lock_guard<std::mutex> g(stage_lock);
+		std::lock_guard g(stage_lock);
 		errors.push_back(Error{e, std::move(text)});
 	}
 	size_t staged_count()
 	{
-		std::lock_guard<std::mutex> g(stage_lock);
+		std::lock_guard g(stage_lock);
 		return staged.size();
 	}
 	bool has_anything()
 	{
-		std::lock_guard<std::mutex> g(stage_lock);
+		std::lock_guard g(stage_lock);
 		return !staged.empty() || !errors.empty();
 	}
 	/* With `lock` held: polls the device CQ, then lets every user progress. */
@@ -115,7 +116,7 @@ struct Cq {
 	 * progressing its second CQ from the first one's progress); false when busy. */
 	bool try_poll_device(size_t max)
 	{
-		std::unique_lock<std::mutex> g(lock, std::try_to_lock);
+		std::unique_lock g(lock, std::try_to_lock);
 		if (!g.owns_lock())
 			return false;
 		poll_device(max);

@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* Send protocol selection (protocol.md section 8) at and around every boundary. */
+/* Send protocol selection (protocol.md section 8) at and around every boundary, the
+ * checks at the start of every call, and the data-path locks' threading rule. */
+#include "common/lock.h"
 #include "rdm/proto.h"
 
 #include <criterion/criterion.h>
 #include <rdma/fabric.h>
+
+#include <thread>
 
 using namespace efa::rdm;
 
@@ -78,4 +82,36 @@ Test(proto, call_checks_in_order)
 	cr_assert_eq(check_call(false, false, FI_MULTI_RECV, allowed), CallCheck::NotEnabled, "enabled first");
 	cr_assert_eq(check_call(true, false, FI_MULTI_RECV, allowed), CallCheck::NoCq, "then a transmit CQ");
 	cr_assert_eq(check_call(true, true, FI_MULTI_RECV | FI_INJECT, allowed), CallCheck::BadFlags);
+}
+
+/* FI_THREAD_DOMAIN and FI_THREAD_COMPLETION: the application serialises, the lock is off
+ * (a second holder gets it); any other level: a real mutex another thread cannot take. */
+Test(data_lock, follows_the_threading_level)
+{
+	for (fi_threading t : {FI_THREAD_DOMAIN, FI_THREAD_COMPLETION}) {
+		efa::DataLock l;
+		l.set_threading(t);
+		cr_assert(!l.on(), "threading %d", int(t));
+		l.lock();
+		bool other = false;
+		std::thread([&] { other = l.try_lock(); }).join();
+		cr_assert(other, "threading %d: the lock is held although the application serialises", int(t));
+		l.unlock();
+	}
+	for (fi_threading t : {FI_THREAD_SAFE, FI_THREAD_FID, FI_THREAD_ENDPOINT, FI_THREAD_UNSPEC}) {
+		efa::DataLock l;
+		l.set_threading(t);
+		cr_assert(l.on(), "threading %d", int(t));
+		l.lock();
+		bool other = true;
+		std::thread([&] { other = l.try_lock(); }).join();
+		cr_assert(!other, "threading %d: a second thread took a held lock", int(t));
+		l.unlock();
+		std::thread([&] {
+			other = l.try_lock();
+			if (other)
+				l.unlock();
+		}).join();
+		cr_assert(other, "threading %d: the lock stayed held after unlock", int(t));
+	}
 }

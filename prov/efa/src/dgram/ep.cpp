@@ -217,6 +217,10 @@ int ep_open(fid_domain *df, fi_info *info, fid_ep **out, void *context)
 	ep->ep.tagged = &g_enosys_tagged_ops;
 	ep->ep.atomic = &g_enosys_atomic_ops;
 	ep->dom = d;
+	ep->tx_lock.set_threading(d->threading);
+	ep->rx_lock.set_threading(d->threading);
+	ep->tx.set_threading(d->threading);
+	ep->rx.set_threading(d->threading);
 	ep->info = fi_dupinfo(info);
 	ep->tx_op_flags = info->tx_attr->op_flags;
 	ep->rx_op_flags = info->rx_attr->op_flags;

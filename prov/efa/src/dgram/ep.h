@@ -47,7 +47,7 @@ struct Ep : EpBase {
 	size_t mtu;	    /* largest payload */
 	size_t prefix;	    /* ep_attr->msg_prefix_size */
 	OpPool tx, rx;
-	std::mutex tx_lock, rx_lock;
+	DataLock tx_lock, rx_lock; /* common/lock.h */
 	Hook hook{this};
 
 	int enable();

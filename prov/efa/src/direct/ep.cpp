@@ -31,7 +31,7 @@ void OpPool::init(size_t n, uint8_t *bounce, size_t bounce_size)
 
 Op *OpPool::get()
 {
-	std::lock_guard<std::mutex> g(lock_);
+	std::lock_guard g(lock_);
 	Op *op = free_;
 	if (op) {
 		free_ = op->next_free;
@@ -42,7 +42,7 @@ Op *OpPool::get()
 
 void OpPool::put(Op *op)
 {
-	std::lock_guard<std::mutex> g(lock_);
+	std::lock_guard g(lock_);
 	op->next_free = free_;
 	free_ = op;
 	in_use_--;
@@ -270,6 +270,10 @@ int ep_open(fid_domain *df, fi_info *info, fid_ep **out, void *context)
 	ep->ep.tagged = &g_enosys_tagged_ops;
 	ep->ep.atomic = &g_enosys_atomic_ops;
 	ep->dom = d;
+	ep->tx_lock.set_threading(d->threading);
+	ep->rx_lock.set_threading(d->threading);
+	ep->tx.set_threading(d->threading);
+	ep->rx.set_threading(d->threading);
 	ep->info = fi_dupinfo(info);
 	ep->tx_op_flags = info->tx_attr->op_flags;
 	ep->rx_op_flags = info->rx_attr->op_flags;

@@ -12,6 +12,7 @@
 #ifndef EFA_DIRECT_EP_H
 #define EFA_DIRECT_EP_H
 
+#include "common/lock.h"
 #include "ep_base.h"
 
 #include <rdma/fi_rma.h>
@@ -39,7 +40,8 @@ struct Op {
 	uint8_t *bounce; /* inject_size bytes in the endpoint's registered bounce buffer */
 };
 
-/* A fixed set of Ops with a free list (its own lock: posts and completions race). */
+/* A fixed set of Ops with a free list (its own lock: posts and completions race, unless
+ * the application serialises them: common/lock.h). */
 class OpPool {
 public:
 	void init(size_t n, uint8_t *bounce, size_t bounce_size);
@@ -48,16 +50,17 @@ public:
 	/* fi_tx/rx_size_left read it while other threads post and complete. */
 	size_t in_use() const
 	{
-		std::lock_guard<std::mutex> g(lock_);
+		std::lock_guard g(lock_);
 		return in_use_;
 	}
 	size_t capacity() const { return ops_.size(); }
+	void set_threading(fi_threading t) { lock_.set_threading(t); }
 
 private:
 	std::vector<Op> ops_;
 	Op *free_ = nullptr;
 	size_t in_use_ = 0;
-	mutable std::mutex lock_;
+	mutable DataLock lock_;
 };
 
 struct Ep;
@@ -82,7 +85,7 @@ struct Ep : EpBase {
 	OpPool tx, rx;
 	std::vector<uint8_t> bounce;
 	verbs::Mr bounce_mr;
-	std::mutex tx_lock, rx_lock;
+	DataLock tx_lock, rx_lock; /* common/lock.h */
 	Hook hook{this};
 
 	int enable();

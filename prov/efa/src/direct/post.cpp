@@ -113,7 +113,7 @@ ssize_t Ep::post_tx(OpKind kind, const iovec *iov, void **desc, size_t count, fi
 		return -FI_EINVAL;
 	}
 
-	std::lock_guard<std::mutex> g(tx_lock);
+	std::lock_guard g(tx_lock);
 	if (!tx_cq->reserve())
 		return -FI_EAGAIN;
 	Op *op = tx.get();
@@ -196,7 +196,7 @@ ssize_t Ep::post_rx(const iovec *iov, void **desc, size_t count, void *context, 
 			      "FI_MR_LOCAL; register the buffer with fi_mr_reg and pass its fi_mr_desc");
 		return -FI_EINVAL;
 	}
-	std::lock_guard<std::mutex> g(rx_lock);
+	std::lock_guard g(rx_lock);
 	if (!rx_cq->reserve())
 		return -FI_EAGAIN;
 	Op *op = rx.get();

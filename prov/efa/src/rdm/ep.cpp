@@ -82,7 +82,7 @@ uint32_t Hook::qpn() const { return ep_->qp.qpn(); }
 
 void Hook::on_wc(const verbs::Wc &wc, Cq &)
 {
-	std::lock_guard<std::mutex> g(ep_->lock);
+	std::lock_guard g(ep_->lock);
 	ep_->sync_removed();
 	Pkt *pkt = reinterpret_cast<Pkt *>(wc.wr_id);
 	if (wc.is_recv()) {
@@ -102,7 +102,7 @@ void Hook::on_progress(Cq &cq)
 	Cq *other = &cq == ep_->send_cq() ? ep_->recv_cq() : ep_->send_cq();
 	if (other && other != &cq)
 		other->try_poll_device(64);
-	std::lock_guard<std::mutex> g(ep_->lock);
+	std::lock_guard g(ep_->lock);
 	ep_->progress();
 }
 
@@ -123,7 +123,7 @@ int ep_bind(fid_t f, fid_t bf, uint64_t flags)
 	Ep *ep = ep_of(f);
 	if (!ep)
 		return -FI_EINVAL;
-	std::lock_guard<std::mutex> g(ep->lock);
+	std::lock_guard g(ep->lock);
 	return ep->bind(bf, flags);
 }
 
@@ -135,14 +135,14 @@ int ep_control(fid_t f, int command, void *arg)
 	switch (command) {
 	case FI_ENABLE: {
 		{
-			std::lock_guard<std::mutex> g(ep->lock);
+			std::lock_guard g(ep->lock);
 			if (int r = ep->enable())
 				return r;
 		}
 		/* The completion path takes a CQ's lock, then the endpoint's: attach to the
 		 * CQs (their locks) without holding the endpoint's. */
 		ep->attach(&ep->hook);
-		std::lock_guard<std::mutex> g(ep->lock);
+		std::lock_guard g(ep->lock);
 		ep->start();
 		return 0;
 	}
@@ -179,7 +179,7 @@ ssize_t ep_cancel(fid_t f, void *context)
 	Ep *ep = ep_of(f);
 	if (!ep)
 		return -FI_EINVAL;
-	std::lock_guard<std::mutex> g(ep->lock);
+	std::lock_guard g(ep->lock);
 	return ep->cancel(context);
 }
 
@@ -209,7 +209,7 @@ int ep_setopt(fid_t f, int level, int name, const void *val, size_t len)
 		return -FI_EINVAL;
 	if (level != FI_OPT_ENDPOINT)
 		return -FI_ENOPROTOOPT;
-	std::lock_guard<std::mutex> g(ep->lock);
+	std::lock_guard g(ep->lock);
 	switch (name) {
 	case FI_OPT_MIN_MULTI_RECV:
 		if (len != sizeof(size_t))
@@ -243,7 +243,7 @@ ssize_t rx_size_left(fid_ep *f)
 	Ep *ep = ep_of(&f->fid);
 	if (!ep || !ep->enabled)
 		return -FI_EOPBADSTATE;
-	std::lock_guard<std::mutex> g(ep->lock);
+	std::lock_guard g(ep->lock);
 	return ssize_t(ep->info->rx_attr->size - std::min(ep->info->rx_attr->size, ep->rxops.in_use()));
 }
 
@@ -252,7 +252,7 @@ ssize_t tx_size_left(fid_ep *f)
 	Ep *ep = ep_of(&f->fid);
 	if (!ep || !ep->enabled)
 		return -FI_EOPBADSTATE;
-	std::lock_guard<std::mutex> g(ep->lock);
+	std::lock_guard g(ep->lock);
 	return ssize_t(ep->info->tx_attr->size - std::min(ep->info->tx_attr->size, ep->txops.in_use()));
 }
 
@@ -374,13 +374,13 @@ void Ep::start()
 int Ep::close()
 {
 	{
-		std::lock_guard<std::mutex> g(lock);
+		std::lock_guard g(lock);
 		if (hdr.children.load())
 			return -FI_EBUSY;
 	}
 	if (enabled) {
 		detach(&hook); /* takes the CQs' locks: no completion handler runs after this */
-		std::lock_guard<std::mutex> g(lock);
+		std::lock_guard g(lock);
 		qp = verbs::Qp(); /* its work is flushed without completions */
 		send_cq()->slots.fetch_add(int64_t(tx_pkts.count()));
 		recv_cq()->slots.fetch_add(int64_t(rx_pkts.count()));
@@ -427,6 +427,7 @@ int ep_open(fid_domain *df, fi_info *info, fid_ep **out, void *context)
 	ep->ep.rma = &g_rma_ops;
 	ep->ep.atomic = &g_atomic_ops;
 	ep->dom = d;
+	ep->lock.set_threading(d->threading);
 	ep->info = fi_dupinfo(info);
 	ep->tx_op_flags = info->tx_attr->op_flags;
 	ep->rx_op_flags = info->rx_attr->op_flags;

@@ -12,9 +12,10 @@
  *  - RxOp: one receive the application posted.
  *  - MsgRx: one message arriving (matched to an RxOp, or unexpected).
  *
- * Concurrency: one mutex per endpoint guards all of the above; the API entry points
+ * Concurrency: one lock per endpoint guards all of the above; the API entry points
  * take it, and so does the completion path (Cq::progress -> Hook, which holds the CQ's
- * lock first). Completions are staged on CQs under their stage_lock (innermost).
+ * lock first). Completions are staged on CQs under their stage_lock (innermost). All
+ * are off under FI_THREAD_DOMAIN and FI_THREAD_COMPLETION (common/lock.h).
  *
  * Progress is manual (FI_PROGRESS_MANUAL): reading a bound CQ (or a counter) polls the
  * device, handles packets, resends what RNR held back and refills receive buffers.
@@ -22,6 +23,7 @@
 #ifndef EFA_RDM_EP_H
 #define EFA_RDM_EP_H
 
+#include "common/lock.h"
 #include "ep_base.h"
 #include "rdm/match.h"
 #include "rdm/pkt.h"
@@ -352,7 +354,7 @@ struct RecvArgs {
 struct Ep : EpBase {
 	static constexpr Magic kMagic = Magic::RdmEp;
 
-	std::mutex lock;
+	DataLock lock; /* off when the application serialises (common/lock.h) */
 	Hook hook{this};
 
 	/* Configuration, fixed at fi_enable. */

@@ -17,7 +17,7 @@ ssize_t do_send(fid_ep *f, const iovec *iov, void **desc, size_t count, fi_addr_
 	Ep *ep = ep_of(f);
 	if (!ep)
 		return -FI_EINVAL;
-	std::lock_guard<std::mutex> g(ep->lock);
+	std::lock_guard g(ep->lock);
 	return ep->send(SendArgs{iov, desc, count, dest, tag, data, flags, context, tagged});
 }
 
@@ -27,7 +27,7 @@ ssize_t do_recv(fid_ep *f, const iovec *iov, void **desc, size_t count, fi_addr_
 	Ep *ep = ep_of(f);
 	if (!ep)
 		return -FI_EINVAL;
-	std::lock_guard<std::mutex> g(ep->lock);
+	std::lock_guard g(ep->lock);
 	return ep->recv(RecvArgs{iov, desc, count, src, tag, ignore, flags, context, tagged});
 }
 

@@ -357,7 +357,7 @@ ssize_t do_rma(fid_ep *f, const RmaArgs &a)
 	Ep *ep = ep_of(f);
 	if (!ep)
 		return -FI_EINVAL;
-	std::lock_guard<std::mutex> g(ep->lock);
+	std::lock_guard g(ep->lock);
 	return ep->rma(a);
 }
 
@@ -434,7 +434,7 @@ ssize_t do_atomic(fid_ep *f, const AtomicArgs &a)
 	Ep *ep = ep_of(f);
 	if (!ep)
 		return -FI_EINVAL;
-	std::lock_guard<std::mutex> g(ep->lock);
+	std::lock_guard g(ep->lock);
 	return ep->atomic(a);
 }
 
