@@ -286,6 +286,9 @@ int Ep::enable()
 	min_read = prm.min_read_msg_size;
 	credits = std::max<size_t>(prm.tx_min_credits, 1);
 	rx_window = std::bit_ceil(uint32_t(std::clamp<size_t>(prm.recvwin_size, 16, 1u << 30)));
+	peers.init(dom, av, rx_window);
+	peers.set_copy_sink([](void *ep, void *pkt) { static_cast<Ep *>(ep)->free_copy(static_cast<Pkt *>(pkt)); },
+			    this);
 	rm_enabled = info->domain_attr->resource_mgmt != FI_RM_DISABLED;
 	directed = info->caps & FI_DIRECTED_RECV;
 	match.set_directed(directed);
@@ -384,7 +387,7 @@ int Ep::close()
 		qp = verbs::Qp(); /* its work is flushed without completions */
 		send_cq()->slots.fetch_add(int64_t(tx_pkts.count()));
 		recv_cq()->slots.fetch_add(int64_t(rx_pkts.count()));
-		release_peers();
+		peers.clear();
 		tx_pkts.reset();
 		rx_pkts.reset();
 		enabled = false;

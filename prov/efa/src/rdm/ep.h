@@ -26,6 +26,7 @@
 #include "common/lock.h"
 #include "ep_base.h"
 #include "rdm/match.h"
+#include "rdm/peer_table.h"
 #include "rdm/pkt.h"
 #include "rdm/pool.h"
 #include "rdm/proto.h"
@@ -387,14 +388,8 @@ struct Ep : EpBase {
 	IdTable<MsgRx> rx_ids;
 	uint32_t sq_used = 0, sq_depth = 0;
 
-	/* Peers: by fi_addr (AV entries), and by the (AHN, QPN) a completion names. */
-	std::vector<std::unique_ptr<Peer>> by_addr;
-	std::vector<std::unique_ptr<Peer>> implicit;
-	std::unordered_map<uint64_t, Peer *> by_src;
-	size_t av_seen = 0; /* av->count when implicit peers were last matched to the AV */
+	PeerTable peers;
 	IList<Peer> busy; /* peers with queued packets */
-	size_t av_removed_seen = 0; /* av->removed when removed entries were last released */
-	std::vector<std::unique_ptr<Peer>> retired; /* removed, with work still on the device */
 
 	Matcher<RxOp, MsgRx> match;
 	std::unordered_map<void *, MsgRx *> claimed; /* FI_CLAIM, by context */
@@ -514,16 +509,22 @@ struct Ep : EpBase {
 	/* The same from the connection id and the address a packet carries (`what`: its kind, for the log). */
 	Peer *peer_from_src(const verbs::Wc &wc, uint32_t conn, const RawAddr *ra, const char *what);
 	Peer *known_peer(uint16_t ahn, uint32_t qpn, uint32_t conn);
-	Peer *adopt(Peer *p, fi_addr_t addr);
-	void adopt_inserted();
+	/* An implicit peer got its fi_addr: its unreceived messages now come from it. */
+	void adopted(Peer &p);
 	/* Adopts implicit peers inserted into the AV since the last look (cheap when none). */
-	void adopt_pending();
-	void release_peers();
+	void adopt_pending()
+	{
+		peers.adopt_inserted([this](Peer &p) { adopted(p); });
+	}
 
 	/* rdm/liveness.cpp: peer failure, probes, fi_av_remove (docs/reliability.md, "Peer failure"). */
 	/* Releases the peers of entries removed from the AV since the last look (cheap
 	 * when none). */
-	void sync_removed() { if (av->removed.load(std::memory_order_acquire) != av_removed_seen) release_removed(); }
+	void sync_removed()
+	{
+		if (peers.removed())
+			release_removed();
+	}
 	void release_removed();
 	/* Ends every operation waiting on `p` with err (positive FI_E*) and status. */
 	void peer_failed(Peer &p, int err, uint32_t status);
@@ -598,9 +599,6 @@ struct Ep : EpBase {
 	void report_error(Cq *cq, void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &text,
 			  uint64_t len = 0, uint64_t olen = 0, void *buf = nullptr, uint64_t data = 0, uint64_t tag = 0);
 };
-
-/* The key of Ep::by_src: the (AHN, QPN) a completion names. */
-inline uint64_t src_key(uint16_t ahn, uint32_t qpn) { return uint64_t(ahn) << 32 | qpn; }
 
 int ep_open(fid_domain *domain, fi_info *info, fid_ep **ep, void *context);
 /* fi_query_atomic on an efa fabric domain. */

@@ -37,41 +37,21 @@ bool is_eager(PktType t) { return t == PktType::EagerMsg || t == PktType::EagerT
 void Ep::unpost(Peer *p)
 {
 	p->posted--;
-	if (!p->released || p->posted || !p->msgs.empty())
-		return;
-	for (auto it = retired.begin(); it != retired.end(); ++it) {
-		if (it->get() != p)
-			continue;
-		p->rob.clear([this](Pkt *c) { free_copy(c); });
-		dom->put_ah(p->ah);
-		retired.erase(it);
-		return;
-	}
+	if (p->released && !p->posted && p->msgs.empty())
+		peers.free_retired(p);
 }
 
 void Ep::release_removed()
 {
-	av_removed_seen = av->removed.load(std::memory_order_acquire);
-	for (fi_addr_t a = 0; a < by_addr.size(); a++) {
-		if (!by_addr[a] || av->lookup(a))
-			continue;
-		std::unique_ptr<Peer> up = std::move(by_addr[a]);
-		Peer &p = *up;
-		EFA_INFO(EpCtrl, "fi_addr %lu (%s) was removed from the AV: its pending operations complete with "
-			 "FI_ECANCELED, its unreceived messages are dropped",
-			 (unsigned long)a, addr_to_string(p.raw).c_str());
-		p.released = true;
-		peer_failed(p, FI_ECANCELED, uint32_t(EfaStatus::PEER_REMOVED));
-		auto it = by_src.find(src_key(p.ah->ah.ahn(), p.raw.qpn));
-		if (it != by_src.end() && it->second == &p)
-			by_src.erase(it);
-		if (p.posted || !p.msgs.empty()) {
-			retired.push_back(std::move(up)); /* freed by unpost */
-		} else {
-			p.rob.clear([this](Pkt *c) { free_copy(c); });
-			dom->put_ah(p.ah);
-		}
-	}
+	peers.release_removed(
+		[this](Peer &p, fi_addr_t a) {
+			EFA_INFO(EpCtrl, "fi_addr %lu (%s) was removed from the AV: its pending operations complete "
+				 "with FI_ECANCELED, its unreceived messages are dropped",
+				 (unsigned long)a, addr_to_string(p.raw).c_str());
+			p.released = true;
+			peer_failed(p, FI_ECANCELED, uint32_t(EfaStatus::PEER_REMOVED));
+		},
+		[](const Peer &p) { return p.posted || !p.msgs.empty(); });
 }
 
 void Ep::peer_unresponsive(Peer &p, uint32_t status)
@@ -111,12 +91,10 @@ void Ep::foreign_packet(const Pkt &pkt, const verbs::Wc &wc)
 	 * QP number names it. */
 	Peer *p = nullptr;
 	if (wc.slid != 0xffff) {
-		auto it = by_src.find(src_key(wc.slid, wc.src_qp));
-		if (it != by_src.end()) {
-			p = it->second;
-		} else if (fi_addr_t a = av->reverse_lookup(wc.slid, wc.src_qp); a != FI_ADDR_NOTAVAIL) {
-			p = peer_for_addr(a);
-		}
+		p = peers.for_src(wc.slid, wc.src_qp);
+		if (!p)
+			if (fi_addr_t a = av->reverse_lookup(wc.slid, wc.src_qp); a != FI_ADDR_NOTAVAIL)
+				p = peer_for_addr(a);
 	}
 	if (!warned_foreign) {
 		warned_foreign = true;
@@ -285,23 +263,17 @@ void Ep::probe_peers(uint64_t now)
 		if (!op->err && !op->responder)
 			op->peer->waiting = true;
 	});
-	auto look = [&](Peer *p) {
-		if (!p)
-			return;
-		if (p->heard) {
-			p->heard = false;
-			p->silent_since = now;
+	peers.for_each([&](Peer &p) {
+		if (p.heard) {
+			p.heard = false;
+			p.silent_since = now;
 		}
-		const bool waits = p->waiting || !p->receipts.empty() || !p->msgs.empty();
-		p->waiting = false;
-		if (!waits || p->dead || p->released || p->probe_out || now - p->silent_since < probe_ns)
+		const bool waits = p.waiting || !p.receipts.empty() || !p.msgs.empty();
+		p.waiting = false;
+		if (!waits || p.dead || p.released || p.probe_out || now - p.silent_since < probe_ns)
 			return;
-		send_probe(*p);
-	};
-	for (auto &p : by_addr)
-		look(p.get());
-	for (auto &p : implicit)
-		look(p.get());
+		send_probe(p);
+	});
 }
 
 bool Ep::send_probe(Peer &p)

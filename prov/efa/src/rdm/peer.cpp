@@ -41,49 +41,16 @@ void Ep::write_raw_addr(PktWriter &w, const Peer &p)
 		w.raw_addr(self_addr());
 }
 
-namespace {
-
-/* A peer towards `raw` over `ah` (whose reference it takes). */
-std::unique_ptr<Peer> make_peer(Domain::AhRef *ah, const RawAddr &raw, fi_addr_t addr, uint32_t window)
-{
-	auto p = std::make_unique<Peer>(window);
-	p->addr = addr;
-	p->raw = raw;
-	p->speaks_ours = raw.pad == kRdmNameMark;
-	p->ah = ah;
-	p->dest = verbs::Dest{ah->ah.get(), raw.qpn, raw.qkey};
-	return p;
-}
-
-} // namespace
-
 Peer *Ep::peer_for_addr(fi_addr_t addr)
 {
 	sync_removed();
-	const AvEntry *e = av->lookup(addr); /* null once removed */
-	if (!e)
-		return nullptr;
-	if (addr < by_addr.size() && by_addr[addr])
-		return by_addr[addr].get();
-	/* A sender first met through its own address (an implicit peer) keeps its state:
-	 * message ids, reorder buffer, handshake. */
-	auto it = by_src.find(src_key(e->ah->ah.ahn(), e->addr.qpn));
-	if (it != by_src.end() && it->second->addr == FI_ADDR_NOTAVAIL && it->second->raw.qkey == e->addr.qkey)
-		return adopt(it->second, addr);
-	int err = 0;
-	Domain::AhRef *ah = dom->get_ah(e->addr.gid, &err);
-	if (!ah) {
-		EFA_WARN(EpData, "no address handle for %s: %s", addr_to_string(e->addr).c_str(), fi_strerror(-err));
-		return nullptr;
-	}
-	auto p = make_peer(ah, e->addr, addr, rx_window);
-	Peer *raw = p.get();
-	raw->silent_since = now_ns(); /* a full probe interval before the first probe */
-	if (addr >= by_addr.size())
-		by_addr.resize(addr + 1);
-	by_addr[addr] = std::move(p);
-	by_src[src_key(raw->ah->ah.ahn(), raw->raw.qpn)] = raw;
-	return raw;
+	PeerTable::Found how;
+	Peer *p = peers.for_addr(addr, how);
+	if (p && how == PeerTable::Found::Adopted)
+		adopted(*p);
+	else if (p && how == PeerTable::Found::Created)
+		p->silent_since = now_ns(); /* a full probe interval before the first probe */
+	return p;
 }
 
 ssize_t Ep::call_error(CallCheck c, const char *what, uint64_t flags, uint64_t allowed) const
@@ -115,71 +82,34 @@ ssize_t Ep::tx_peer_error(fi_addr_t dest, Peer *p)
 	return -FI_EAGAIN; /* backing off, or too many ids ahead */
 }
 
-Peer *Ep::adopt(Peer *p, fi_addr_t addr)
+void Ep::adopted(Peer &p)
 {
-	for (auto it = implicit.begin(); it != implicit.end(); ++it) {
-		if (it->get() != p)
-			continue;
-		if (addr >= by_addr.size())
-			by_addr.resize(addr + 1);
-		by_addr[addr] = std::move(*it);
-		implicit.erase(it);
-		p->addr = addr;
-		/* Its messages waiting for a receive now come from addr: a receive directed
-		 * at addr takes them (and FI_SOURCE reports it). */
-		for (int t = 0; t < 2; t++)
-			for (MsgRx *m = match.unexpected(t != 0).front(); m; m = IList<MsgRx>::next(m))
-				if (m->peer == p)
-					m->src = addr;
-		EFA_DBG(EpData, "%s is now fi_addr %lu", addr_to_string(p->raw).c_str(), (unsigned long)addr);
-		return p;
-	}
-	return p;
+	/* Its messages waiting for a receive now come from its fi_addr: a receive directed
+	 * at it takes them (and FI_SOURCE reports it). */
+	for (int t = 0; t < 2; t++)
+		for (MsgRx *m = match.unexpected(t != 0).front(); m; m = IList<MsgRx>::next(m))
+			if (m->peer == &p)
+				m->src = p.addr;
 }
 
 Peer *Ep::known_peer(uint16_t ahn, uint32_t qpn, uint32_t conn)
 {
-	auto it = by_src.find(src_key(ahn, qpn));
-	if (it != by_src.end() && it->second->raw.qkey == conn) {
-		Peer *p = it->second;
+	Peer *known = peers.for_src(ahn, qpn);
+	if (known && known->raw.qkey == conn) {
 		/* An implicit peer inserted into the AV since: from now on it has an fi_addr. */
-		if (p->addr == FI_ADDR_NOTAVAIL)
+		if (known->addr == FI_ADDR_NOTAVAIL)
 			adopt_pending();
-		return p;
+		return known;
 	}
 	/* Another connection id on a known QP: a new endpoint took the QP number, so the
 	 * one we knew there is gone (protocol.md section 12). */
-	if (it != by_src.end())
-		peer_replaced(*it->second, conn);
+	if (known)
+		peer_replaced(*known, conn);
 	const fi_addr_t a = av->reverse_lookup(ahn, qpn);
 	if (a == FI_ADDR_NOTAVAIL)
 		return nullptr;
 	const AvEntry *e = av->lookup(a);
 	return e && e->addr.qkey == conn ? peer_for_addr(a) : nullptr;
-}
-
-void Ep::adopt_pending()
-{
-	if (implicit.empty())
-		return;
-	const size_t n = av->count.load(std::memory_order_relaxed);
-	if (n == av_seen)
-		return;
-	av_seen = n;
-	adopt_inserted();
-}
-
-void Ep::adopt_inserted()
-{
-	for (size_t i = 0; i < implicit.size();) {
-		Peer *p = implicit[i].get();
-		const fi_addr_t a = av->reverse_lookup(p->ah->ah.ahn(), p->raw.qpn);
-		const AvEntry *e = a == FI_ADDR_NOTAVAIL ? nullptr : av->lookup(a);
-		if (e && e->addr.qkey == p->raw.qkey && !(a < by_addr.size() && by_addr[a]))
-			adopt(p, a); /* erases implicit[i] */
-		else
-			i++;
-	}
 }
 
 Peer *Ep::peer_from_wc(const verbs::Wc &wc, const Parsed &pk)
@@ -206,38 +136,12 @@ Peer *Ep::peer_from_src(const verbs::Wc &wc, uint32_t conn, const RawAddr *ra, c
 			dom->put_ah(ah);
 			return p;
 		} else {
-			auto np = make_peer(ah, *ra, FI_ADDR_NOTAVAIL, rx_window);
-			Peer *raw = np.get();
-			implicit.push_back(std::move(np));
-			by_src[src_key(raw->ah->ah.ahn(), raw->raw.qpn)] = raw;
-			return raw;
+			return peers.add_implicit(ah, *ra);
 		}
 	}
 	dropped_unknown++;
 	EFA_DBG(EpData, "%s from QP %u (AHN %u, conn %#x): unknown sender, dropped", what, wc.src_qp, wc.slid, conn);
 	return nullptr;
-}
-
-void Ep::release_peers()
-{
-	auto drop = [this](std::unique_ptr<Peer> &p) {
-		if (!p)
-			return;
-		p->rob.clear([this](Pkt *c) { free_copy(c); });
-		if (p->ah)
-			dom->put_ah(p->ah);
-		p.reset();
-	};
-	for (auto &p : by_addr)
-		drop(p);
-	for (auto &p : implicit)
-		drop(p);
-	for (auto &p : retired)
-		drop(p);
-	by_addr.clear();
-	implicit.clear();
-	retired.clear();
-	by_src.clear();
 }
 
 /* ------------------------------------------------------------------ handshake */

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The RDM endpoint's peers (docs/protocol.md section 2): who they are, not what is
+ * going on with them. It owns every Peer of one endpoint and finds them
+ *
+ *  - by fi_addr: the peers of AV entries, created on first use;
+ *  - by the (AHN, QPN) a device completion names, or the address a packet carries;
+ *  - implicit peers: senders met through their own address before the AV had them,
+ *    adopted (given their fi_addr, state kept) once the application inserts them;
+ *  - retired peers: removed from the AV while the device still held work requests to
+ *    them (or messages from them were still being finished), freed when those end.
+ *
+ * The AV is polled, not subscribed to: AV calls come from any thread holding the AV's
+ * lock, while the endpoint looks entries up (reverse_lookup takes that lock) under its
+ * own lock, so a call from the AV into the endpoint would take the two locks in the
+ * opposite order. The AV counts insertions and removals; inserted() and removed() read
+ * one of those counters each, so the look costs one load when nothing changed.
+ *
+ * What happens to a peer's work when it goes (failing operations, dropping messages)
+ * is the endpoint's business: the calls that release peers take a function for it.
+ */
+#ifndef EFA_RDM_PEER_TABLE_H
+#define EFA_RDM_PEER_TABLE_H
+
+#include "addr.h"
+#include "av.h"
+#include "domain.h"
+
+#include <rdma/fabric.h>
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+namespace efa::rdm {
+
+struct Peer;
+
+class PeerTable {
+public:
+	PeerTable();
+	~PeerTable();
+	PeerTable(const PeerTable &) = delete;
+	PeerTable &operator=(const PeerTable &) = delete;
+
+	/* At fi_enable: the domain (address handles), the AV, and the reorder window
+	 * every new peer gets. */
+	void init(Domain *dom, Av *av, uint32_t rx_window);
+
+	enum class Found : uint8_t { Known, Adopted, Created };
+	/* The peer of AV entry `addr`: known, an implicit peer of the same address adopted,
+	 * or created (`how` tells); null when `addr` is not in the AV or no address handle
+	 * can be made (logged). */
+	Peer *for_addr(fi_addr_t addr, Found &how);
+	/* The peer a completion's (AHN, QPN) names, whatever its connection id. */
+	Peer *for_src(uint16_t ahn, uint32_t qpn) const
+	{
+		auto it = by_src_.find(key(ahn, qpn));
+		return it == by_src_.end() ? nullptr : it->second;
+	}
+	/* A new implicit peer towards `raw` over `ah` (whose reference it takes). */
+	Peer *add_implicit(Domain::AhRef *ah, const RawAddr &raw);
+	/* Implicit peers inserted into the AV since the last look get their fi_addr;
+	 * `on_adopt(Peer &)` is called for each. Cheap when nothing was inserted. */
+	template <typename F> void adopt_inserted(F &&on_adopt)
+	{
+		if (implicit_.empty())
+			return;
+		const size_t n = av_->count.load(std::memory_order_relaxed);
+		if (n == av_seen_)
+			return;
+		av_seen_ = n;
+		for (size_t i = 0; i < implicit_.size();)
+			if (Peer *p = adopt_if_inserted(i))
+				on_adopt(*p);
+			else
+				i++;
+	}
+	/* Whether entries were removed from the AV since the last release_removed. */
+	bool removed() const { return av_->removed.load(std::memory_order_acquire) != av_removed_seen_; }
+	/* Releases the peers of removed entries: `on_release(Peer &, fi_addr_t)` ends
+	 * their work, then each is freed, or retired while `busy(Peer &)` says the device
+	 * or unfinished messages still name it (free_retired frees it later). */
+	template <typename R, typename B> void release_removed(R &&on_release, B &&busy)
+	{
+		av_removed_seen_ = av_->removed.load(std::memory_order_acquire);
+		for (fi_addr_t a = 0; a < by_addr_.size(); a++) {
+			if (!by_addr_[a] || av_->lookup(a))
+				continue;
+			Peer &p = *by_addr_[a];
+			on_release(p, a);
+			unlink_src(p);
+			if (busy(p))
+				retired_.push_back(std::move(by_addr_[a]));
+			else
+				free_peer(std::move(by_addr_[a]));
+		}
+	}
+	/* Frees a retired peer (nothing names it any more). */
+	void free_retired(Peer *p);
+	/* Every peer with an fi_addr or an implicit one (not retired ones). */
+	template <typename F> void for_each(F &&f) const
+	{
+		for (const auto &p : by_addr_)
+			if (p)
+				f(*p);
+		for (const auto &p : implicit_)
+			f(*p);
+	}
+	/* At close: frees every peer. */
+	void clear();
+	/* Packet copies a peer's reorder buffer still holds go back through `free_copy`. */
+	void set_copy_sink(void (*free_copy)(void *ctx, void *pkt), void *ctx)
+	{
+		free_copy_ = free_copy;
+		free_copy_ctx_ = ctx;
+	}
+
+private:
+	static uint64_t key(uint16_t ahn, uint32_t qpn) { return uint64_t(ahn) << 32 | qpn; }
+	std::unique_ptr<Peer> make(Domain::AhRef *ah, const RawAddr &raw, fi_addr_t addr);
+	Peer *place(fi_addr_t addr, std::unique_ptr<Peer> p);
+	/* implicit_[i] if the AV has its address now (then adopted, erased from implicit_). */
+	Peer *adopt_if_inserted(size_t i);
+	Peer *adopt(size_t i, fi_addr_t addr);
+	void unlink_src(const Peer &p);
+	void free_peer(std::unique_ptr<Peer> p);
+
+	Domain *dom_ = nullptr;
+	Av *av_ = nullptr;
+	uint32_t rx_window_ = 0;
+	std::vector<std::unique_ptr<Peer>> by_addr_;
+	std::vector<std::unique_ptr<Peer>> implicit_;
+	std::vector<std::unique_ptr<Peer>> retired_;
+	std::unordered_map<uint64_t, Peer *> by_src_;
+	size_t av_seen_ = 0;	     /* av->count at the last adoption look */
+	size_t av_removed_seen_ = 0; /* av->removed at the last release */
+	void (*free_copy_)(void *, void *) = nullptr;
+	void *free_copy_ctx_ = nullptr;
+};
+
+} // namespace efa::rdm
+
+#endif
