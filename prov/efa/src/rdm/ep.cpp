@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* The RDM endpoint's life: open, bind, options, enable, close; packet buffer pools. */
+/* The RDM endpoint's life: open, bind, options, enable, close; the completion hook. */
 #include "rdm/ep.h"
 
 #include "info.h"
@@ -15,66 +15,6 @@
 #include <cstring>
 
 namespace efa::rdm {
-
-/* ------------------------------------------------------------------ packet pools */
-
-int PktPool::init(const verbs::Pd &pd, size_t count, size_t size, Pkt::Kind kind)
-{
-	const size_t stride = (size + 63) & ~size_t(63);
-	mem_.reset(new uint8_t[count * stride]);
-	auto mr = verbs::Mr::reg(pd, mem_.get(), count * stride, verbs::kLocalWrite);
-	if (!mr.ok()) {
-		mem_.reset();
-		return mr.error();
-	}
-	mr_ = mr.take();
-	pkts_.assign(count, Pkt{});
-	free_ = nullptr;
-	for (size_t i = count; i-- > 0;) {
-		Pkt &p = pkts_[i];
-		p.buf = mem_.get() + i * stride;
-		p.cap = uint32_t(size);
-		p.lkey = mr_.lkey();
-		p.kind = kind;
-		p.next_free = free_;
-		free_ = &p;
-	}
-	avail_ = count;
-	return 0;
-}
-
-void PktPool::reset()
-{
-	mr_ = verbs::Mr();
-	pkts_.clear();
-	mem_.reset();
-	free_ = nullptr;
-	avail_ = 0;
-}
-
-Pkt *PktPool::get()
-{
-	Pkt *p = free_;
-	if (!p)
-		return nullptr;
-	free_ = p->next_free;
-	avail_--;
-	p->len = 0;
-	p->rnr_tries = 0;
-	p->queued = false;
-	p->probe = false;
-	p->peer = nullptr;
-	p->op = nullptr;
-	p->msg = nullptr;
-	return p;
-}
-
-void PktPool::put(Pkt *p)
-{
-	p->next_free = free_;
-	free_ = p;
-	avail_++;
-}
 
 /* ------------------------------------------------------------------ hook */
 
@@ -286,16 +226,13 @@ int Ep::enable()
 	min_read = prm.min_read_msg_size;
 	credits = std::max<size_t>(prm.tx_min_credits, 1);
 	rx_window = std::bit_ceil(uint32_t(std::clamp<size_t>(prm.recvwin_size, 16, 1u << 30)));
-	peers.init(dom, av, rx_window);
-	peers.set_copy_sink([](void *ep, void *pkt) { static_cast<Ep *>(ep)->free_copy(static_cast<Pkt *>(pkt)); },
-			    this);
+	peers.init(dom, av, rx_window, &io);
 	rm_enabled = info->domain_attr->resource_mgmt != FI_RM_DISABLED;
 	directed = info->caps & FI_DIRECTED_RECV;
 	match.set_directed(directed);
 	if (!min_multi_recv)
 		min_multi_recv = mtu - sizeof(EagerHdr);
-	backoff_first_us = uint32_t(prm.timeout_interval);
-	backoff_max_us = uint32_t(std::max<size_t>(prm.max_timeout, 40));
+	io.set_backoff(uint32_t(prm.timeout_interval), uint32_t(std::max<size_t>(prm.max_timeout, 40)));
 	probe_ns = uint64_t(prm.peer_probe_interval) * 1000000;
 	features = uint64_t(kFeatDeliveryComplete);
 	if (dev.rdma_read())
@@ -344,18 +281,11 @@ int Ep::enable()
 	 * unsolicited write receive would take one of its receive packets. */
 	if (qp.features().unsolicited_write_recv)
 		features |= kFeatUnsolicitedWriteRecv;
-	if (int r = tx_pkts.init(dom->pd, ntx, mtu, Pkt::Kind::Tx); r) {
+	if (int r = io.init(dom->pd, qp, ntx, nrx, mtu); r) {
 		qp = verbs::Qp();
 		undo_slots();
 		return r;
 	}
-	if (int r = rx_pkts.init(dom->pd, nrx, mtu, Pkt::Kind::Rx); r) {
-		tx_pkts.reset();
-		qp = verbs::Qp();
-		undo_slots();
-		return r;
-	}
-	sq_depth = uint32_t(ntx);
 	txops.set_cap(info->tx_attr->size);
 	rxops.set_cap(info->rx_attr->size);
 	enabling = true;
@@ -364,12 +294,11 @@ int Ep::enable()
 
 void Ep::start()
 {
-	while (Pkt *p = rx_pkts.get())
-		repost(p);
+	io.start();
 	enabling = false;
 	enabled = true;
 	const verbs::Device &dev = *dom->dev;
-	const size_t ntx = sq_depth, nrx = rx_pkts.count();
+	const size_t ntx = io.tx_count(), nrx = io.rx_count();
 	EFA_DBG(EpCtrl, "efa endpoint on %s: QP %u, qkey %#x, MTU %zu, %zu tx / %zu rx packets, inject %zu",
 		dev.name().c_str(), qp.qpn(), qkey, mtu, ntx, nrx, inject_size);
 }
@@ -385,11 +314,10 @@ int Ep::close()
 		detach(&hook); /* takes the CQs' locks: no completion handler runs after this */
 		std::lock_guard g(lock);
 		qp = verbs::Qp(); /* its work is flushed without completions */
-		send_cq()->slots.fetch_add(int64_t(tx_pkts.count()));
-		recv_cq()->slots.fetch_add(int64_t(rx_pkts.count()));
+		send_cq()->slots.fetch_add(int64_t(io.tx_count()));
+		recv_cq()->slots.fetch_add(int64_t(io.rx_count()));
 		peers.clear();
-		tx_pkts.reset();
-		rx_pkts.reset();
+		io.reset();
 		enabled = false;
 	}
 	if (dropped_malformed || dropped_unknown || dropped_dup || dropped_far || dropped_foreign)

@@ -2,10 +2,7 @@
 /*
  * The efa fabric's RDM endpoint: the protocol of docs/protocol.md over one SRD QP.
  *
- * Objects:
- *  - Pkt: one MTU-sized packet buffer. Receive buffers (registered) stay posted to the
- *    device; transmit buffers (registered) carry packets out; copies (heap) keep
- *    packets that must outlive their receive buffer (out of order, unexpected).
+ * Objects (packets and their pools: packet_io.h; the peer table: peer_table.h):
  *  - Peer: what the endpoint knows of one remote endpoint: its address handle, the
  *    message ids in each direction, the reorder buffer, the handshake, RNR backoff.
  *  - TxOp: one operation this endpoint started (send, RMA, atomic).
@@ -26,6 +23,7 @@
 #include "common/lock.h"
 #include "ep_base.h"
 #include "rdm/match.h"
+#include "rdm/packet_io.h"
 #include "rdm/peer_table.h"
 #include "rdm/pkt.h"
 #include "rdm/pool.h"
@@ -61,40 +59,6 @@ struct MsgLink : IListNode<MsgLink> {
  * apart from the list TxOp itself is on (tx_pending). */
 struct TxLink : IListNode<TxLink> {
 	TxOp *op = nullptr;
-};
-
-struct Pkt : IListNode<Pkt>, ReorderLink<Pkt> {
-	enum class Kind : uint8_t { Rx, Tx, Copy };
-	uint8_t *buf = nullptr;
-	uint32_t cap = 0;
-	uint32_t len = 0;
-	uint32_t lkey = 0;
-	Kind kind = Kind::Tx;
-	uint8_t rnr_tries = 0;
-	bool queued = false; /* tx: waiting on its peer's queue (RNR) */
-	bool probe = false;  /* tx: a liveness probe (a HANDSHAKE) */
-	Peer *peer = nullptr; /* tx: destination; copy: sender */
-	TxOp *op = nullptr;   /* tx: the operation it carries data of (null: control) */
-	MsgRx *msg = nullptr; /* tx: the message an RDMA read (LONGREAD) fetches for */
-	Pkt *next_free = nullptr;
-};
-
-/* Registered packet buffers of one size, with a free list. */
-class PktPool {
-public:
-	int init(const verbs::Pd &pd, size_t count, size_t size, Pkt::Kind kind);
-	void reset();
-	Pkt *get();
-	void put(Pkt *p);
-	size_t avail() const { return avail_; }
-	size_t count() const { return pkts_.size(); }
-
-private:
-	std::unique_ptr<uint8_t[]> mem_;
-	verbs::Mr mr_;
-	std::vector<Pkt> pkts_;
-	Pkt *free_ = nullptr;
-	size_t avail_ = 0;
 };
 
 struct Peer : IListNode<Peer> {
@@ -370,26 +334,19 @@ struct Ep : EpBase {
 	bool use_device_rdma = true; /* FI_OPT_EFA_USE_DEVICE_RDMA */
 	bool directed = false;
 	size_t min_multi_recv = 0;
-	uint32_t backoff_first_us = 0;
-	uint32_t backoff_max_us = 0;
 	uint64_t probe_ns = 0; /* FI_EFA_PEER_PROBE_INTERVAL; 0: no probes */
 	static constexpr uint64_t kAskWarnNs = 2000000000; /* ask_protocol's warning */
 	uint64_t next_probe_check = 0;
 
-	/* Buffers and entries. */
-	PktPool tx_pkts, rx_pkts;
-	std::vector<Pkt *> copies_free;
-	std::vector<std::unique_ptr<Pkt>> copies;
-	std::vector<std::unique_ptr<uint8_t[]>> copy_bufs;
+	/* Packets and entries. */
+	PacketIo io;
 	ObjPool<TxOp> txops;
 	ObjPool<RxOp> rxops;
 	ObjPool<MsgRx> msgs;
 	IdTable<TxOp> tx_ids;
 	IdTable<MsgRx> rx_ids;
-	uint32_t sq_used = 0, sq_depth = 0;
 
 	PeerTable peers;
-	IList<Peer> busy; /* peers with queued packets */
 
 	Matcher<RxOp, MsgRx> match;
 	std::unordered_map<void *, MsgRx *> claimed; /* FI_CLAIM, by context */
@@ -398,7 +355,7 @@ struct Ep : EpBase {
 	std::deque<Ctl> ctl_pending;		     /* target answers waiting for a buffer */
 
 	/* Statistics, for logs and tests. */
-	uint64_t dropped_malformed = 0, dropped_unknown = 0, dropped_dup = 0, rnr_resends = 0, dropped_foreign = 0;
+	uint64_t dropped_malformed = 0, dropped_unknown = 0, dropped_dup = 0, dropped_foreign = 0;
 	bool warned_malformed = false, warned_foreign = false;
 	bool warned_far = false;
 	uint64_t dropped_far = 0; /* requests beyond the reorder reach */
@@ -471,9 +428,6 @@ struct Ep : EpBase {
 	void dispatch(Peer &p, Pkt *pkt, const Parsed &pk);
 	void ordered_req(Peer &p, Pkt *pkt, const Parsed &pk);
 	void process_req(Peer &p, Pkt *pkt, const Parsed &pk);
-	void repost(Pkt *pkt);
-	Pkt *copy_of(const Pkt &pkt);
-	void free_copy(Pkt *pkt);
 	/* Records a MEDIUM segment of m; false when it overlaps one taken already. */
 	static bool take_segment(MsgRx &m, const Parsed &pk);
 	/* Whether an ordered REQ for an id ahead duplicates what is queued for that id. */
@@ -585,7 +539,6 @@ struct Ep : EpBase {
 	Pkt *tx_pkt(Peer &p, TxOp *op);
 	/* Posts (or, while the peer backs off, queues) a built packet. 0 or -FI_E*. */
 	int post(Pkt *pkt);
-	void on_rnr(Pkt *pkt);
 	/* Flags of a REQ to `p`: RAW_ADDR until p's handshake has arrived. */
 	uint16_t req_flags(const Peer &p) const { return p.hs_got ? 0 : kFlagRawAddr; }
 	RawAddr self_addr() const;

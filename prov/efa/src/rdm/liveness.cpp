@@ -154,7 +154,7 @@ void Ep::peer_failed(Peer &p, int err, uint32_t status)
 		if (pkt->probe)
 			p.probe_out = false;
 		TxOp *op = pkt->op;
-		tx_pkts.put(pkt);
+		io.put_tx(pkt);
 		if (op) {
 			op->inflight--;
 			fail_tx(op, err, status);
@@ -167,8 +167,7 @@ void Ep::peer_failed(Peer &p, int err, uint32_t status)
 	p.hs_owed = false;
 	p.backoff_until = 0;
 	p.backoff_us = 0;
-	if (p.on_list())
-		busy.unlink(&p);
+	io.unbusy(p);
 
 	/* Operations waiting for an answer of the peer; one with work on the device ends
 	 * when that comes back (the device fails it too). */
@@ -221,7 +220,7 @@ void Ep::peer_failed(Peer &p, int err, uint32_t status)
 				match.remove_unexpected(m.tagged, &m);
 			}
 			while (Pkt *c = m.held.pop_front())
-				free_copy(c);
+				io.free_copy(c);
 			if (m.has_id)
 				rx_ids.remove(m.id);
 			if (m.alink.on_list())

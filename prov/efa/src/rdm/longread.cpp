@@ -148,13 +148,12 @@ void Ep::longread_pump(MsgRx &m)
 				      m.rd[ri].addr + roff, 0);
 		if (r) {
 			EFA_WARN(EpData, "posting an RDMA read failed: %s", fi_strerror(-r));
-			tx_pkts.put(pkt);
+			io.put_tx(pkt);
 			m.err = FI_EIO;
 			m.prov_errno = uint32_t(EfaStatus::POST_FAILED);
 			break;
 		}
-		sq_used++;
-		m.peer->posted++;
+		PacketIo::posted(*m.peer);
 		m.rd_posted += n;
 	}
 	if (m.err && m.rd_done == m.rd_posted) {
@@ -169,7 +168,7 @@ void Ep::longread_read_done(Pkt *pkt, const verbs::Wc &wc)
 	MsgRx &m = *pkt->msg;
 	m.rd_done += pkt->len;
 	pkt->msg = nullptr;
-	tx_pkts.put(pkt);
+	io.put_tx(pkt);
 	if (!wc.ok() && !m.err) {
 		EFA_WARN(EpData, "RDMA read of a message from %s failed: %s", addr_to_string(m.peer->raw).c_str(),
 			 efa_status_msg(wc.vendor_err));

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * Peers (docs/protocol.md sections 2, 4 and 11): who sent a packet, the handshake,
- * posting packets, and the receiver-not-ready queue with its backoff.
+ * whether a packet may go to its peer (post), and the endpoint's progress.
  */
 #include "rdm/ep.h"
 
@@ -152,8 +152,7 @@ bool Ep::send_handshake(Peer &p)
 	Pkt *pkt = tx_pkt(p, nullptr);
 	if (!pkt) {
 		p.hs_owed = true;
-		if (!p.on_list())
-			busy.push_back(&p);
+		io.mark_busy(p);
 		return false;
 	}
 	p.hs_owed = false;
@@ -224,7 +223,7 @@ void Ep::handle_handshake(Peer &p, const Parsed &pk)
 
 Pkt *Ep::tx_pkt(Peer &p, TxOp *op)
 {
-	Pkt *pkt = tx_pkts.get();
+	Pkt *pkt = io.get_tx();
 	if (!pkt)
 		return nullptr;
 	pkt->peer = &p;
@@ -245,17 +244,13 @@ int Ep::post(Pkt *pkt)
 			fail_tx(pkt->op, p.released ? FI_ECANCELED : FI_EHOSTUNREACH,
 				p.released ? uint32_t(EfaStatus::PEER_REMOVED) : p.down);
 		}
-		tx_pkts.put(pkt);
+		io.put_tx(pkt);
 		return -FI_EHOSTUNREACH;
 	}
 	if (!held_back(p)) {
-		const verbs::Sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->len, pkt->lkey};
-		const int r = qp.send(reinterpret_cast<uint64_t>(pkt), p.dest, {&sge, 1}, 0, 0);
-		if (!r) {
-			sq_used++;
-			p.posted++;
+		const int r = io.send(pkt);
+		if (!r)
 			return 0;
-		}
 		if (r != -ENOMEM) {
 			EFA_WARN(EpData, "posting a %s packet failed: %s", pkt_type_name(PktType(pkt->buf[0])),
 				 fi_strerror(-r));
@@ -263,37 +258,13 @@ int Ep::post(Pkt *pkt)
 				pkt->op->inflight--;
 				fail_tx(pkt->op, FI_EIO, uint32_t(EfaStatus::POST_FAILED));
 			}
-			tx_pkts.put(pkt);
+			io.put_tx(pkt);
 			return -FI_EIO;
 		}
 	}
 	/* Backing off, or the send queue is full: keep the order of this peer's packets. */
-	pkt->queued = true;
-	p.queued.push_back(pkt);
-	if (!p.on_list())
-		busy.push_back(&p);
+	io.queue(pkt);
 	return 0;
-}
-
-void Ep::on_rnr(Pkt *pkt)
-{
-	Peer &p = *pkt->peer;
-	rnr_resends++;
-	pkt->rnr_tries++;
-	const uint64_t now = now_ns();
-	/* The first RNR of a packet is resent at once; repeated ones back the peer off
-	 * for a random, doubling time (protocol.md section 11). */
-	if (pkt->rnr_tries > 1) {
-		if (!p.backoff_us)
-			p.backoff_us = backoff_first_us ? backoff_first_us : 40 + uint32_t(random() % 81);
-		else
-			p.backoff_us = std::min(p.backoff_us * 2, backoff_max_us);
-		p.backoff_until = now + uint64_t(p.backoff_us) * 1000;
-	}
-	pkt->queued = true;
-	p.queued.push_back(pkt);
-	if (!p.on_list())
-		busy.push_back(&p);
 }
 
 void Ep::progress()
@@ -309,28 +280,15 @@ void Ep::progress()
 			probe_peers(now);
 		}
 	}
-	if (!busy.empty()) {
-		const uint64_t now = now_ns();
-		for (Peer *p = busy.front(); p;) {
-			Peer *next = IList<Peer>::next(p);
-			if (p->hs_owed)
-				send_handshake(*p);
-			if (now >= p->backoff_until) {
-				while (Pkt *pkt = p->queued.front()) {
-					const verbs::Sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->len, pkt->lkey};
-					if (qp.send(reinterpret_cast<uint64_t>(pkt), p->dest, {&sge, 1}, 0, 0))
-						break; /* the send queue is full: later */
-					p->queued.unlink(pkt);
-					pkt->queued = false;
-					sq_used++;
-					p->posted++;
-				}
-			}
-			if (p->queued.empty() && !p->hs_owed)
-				busy.unlink(p);
-			p = next;
-		}
-	}
+	if (io.any_busy())
+		io.resend(
+			now_ns(),
+			[](void *ep, Peer &p) {
+				if (p.hs_owed)
+					static_cast<Ep *>(ep)->send_handshake(p);
+				return p.hs_owed;
+			},
+			this);
 	while (!ctl_pending.empty() && try_ctl(ctl_pending.front()))
 		ctl_pending.pop_front();
 	for (TxOp *op = tx_pending.front(); op;) {

@@ -10,8 +10,9 @@ namespace efa::rdm {
 PeerTable::PeerTable() = default;
 PeerTable::~PeerTable() { clear(); }
 
-void PeerTable::init(Domain *dom, Av *av, uint32_t rx_window)
+void PeerTable::init(Domain *dom, Av *av, uint32_t rx_window, PacketIo *io)
 {
+	io_ = io;
 	dom_ = dom;
 	av_ = av;
 	rx_window_ = rx_window;
@@ -108,10 +109,7 @@ void PeerTable::free_peer(std::unique_ptr<Peer> p)
 {
 	if (!p)
 		return;
-	p->rob.clear([this](Pkt *c) {
-		if (free_copy_)
-			free_copy_(free_copy_ctx_, c);
-	});
+	p->rob.clear([this](Pkt *c) { io_->free_copy(c); });
 	if (p->ah)
 		dom_->put_ah(p->ah);
 }

@@ -36,6 +36,7 @@
 namespace efa::rdm {
 
 struct Peer;
+class PacketIo;
 
 class PeerTable {
 public:
@@ -44,9 +45,9 @@ public:
 	PeerTable(const PeerTable &) = delete;
 	PeerTable &operator=(const PeerTable &) = delete;
 
-	/* At fi_enable: the domain (address handles), the AV, and the reorder window
-	 * every new peer gets. */
-	void init(Domain *dom, Av *av, uint32_t rx_window);
+	/* At fi_enable: the domain (address handles), the AV, the reorder window every
+	 * new peer gets, and where packet copies a freed peer still holds go back. */
+	void init(Domain *dom, Av *av, uint32_t rx_window, PacketIo *io);
 
 	enum class Found : uint8_t { Known, Adopted, Created };
 	/* The peer of AV entry `addr`: known, an implicit peer of the same address adopted,
@@ -110,12 +111,6 @@ public:
 	}
 	/* At close: frees every peer. */
 	void clear();
-	/* Packet copies a peer's reorder buffer still holds go back through `free_copy`. */
-	void set_copy_sink(void (*free_copy)(void *ctx, void *pkt), void *ctx)
-	{
-		free_copy_ = free_copy;
-		free_copy_ctx_ = ctx;
-	}
 
 private:
 	static uint64_t key(uint16_t ahn, uint32_t qpn) { return uint64_t(ahn) << 32 | qpn; }
@@ -136,8 +131,7 @@ private:
 	std::unordered_map<uint64_t, Peer *> by_src_;
 	size_t av_seen_ = 0;	     /* av->count at the last adoption look */
 	size_t av_removed_seen_ = 0; /* av->removed at the last release */
-	void (*free_copy_)(void *, void *) = nullptr;
-	void *free_copy_ctx_ = nullptr;
+	PacketIo *io_ = nullptr;
 };
 
 } // namespace efa::rdm

@@ -172,7 +172,7 @@ void Ep::start_msg(Peer &p, Pkt *pkt, const Parsed &pk)
 		 * are consumed, nothing is delivered. */
 		p.rob.skip(uint32_t(h.tag - 1), [this](Pkt *c) {
 			dropped_dup++;
-			free_copy(c);
+			io.free_copy(c);
 		});
 		return;
 	}
@@ -216,7 +216,7 @@ void Ep::start_msg(Peer &p, Pkt *pkt, const Parsed &pk)
 	RxOp *r = match.find_posted(m->tagged, m->src, m->tag);
 
 	if (!r) {
-		m->held.push_back(copy_of(*pkt));
+		m->held.push_back(io.copy_of(*pkt));
 		match.add_unexpected(m->tagged, m);
 		return;
 	}
@@ -246,7 +246,7 @@ void Ep::route_segment(Peer &p, const Pkt &pkt, const Parsed &pk)
 		return;
 	}
 	if (!m->bound) {
-		m->held.push_back(copy_of(pkt)); /* not matched yet */
+		m->held.push_back(io.copy_of(pkt)); /* not matched yet */
 		return;
 	}
 	place(*m, pk);
@@ -321,7 +321,7 @@ void Ep::drain_held(MsgRx &m)
 		Parsed pk;
 		if (parse(c->buf, c->len, pk) == ParseError::None)
 			place(m, pk);
-		free_copy(c);
+		io.free_copy(c);
 	}
 }
 

@@ -77,13 +77,12 @@ void Ep::post_device_rma(TxOp &op, bool write)
 		if (r) {
 			EFA_WARN(EpData, "posting an RDMA %s failed: %s", write ? "write" : "read", fi_strerror(-r));
 			op.inflight--;
-			tx_pkts.put(pkt);
+			io.put_tx(pkt);
 			op.err = FI_EIO;
 			op.prov_errno = uint32_t(EfaStatus::POST_FAILED);
 			break;
 		}
-		sq_used++;
-		op.peer->posted++;
+		PacketIo::posted(*op.peer);
 		off += n;
 	} while (off < op.len);
 	op.sent = op.len;
@@ -150,7 +149,7 @@ ssize_t Ep::rma(const RmaArgs &args)
 	size_t npkts = device ? std::max<size_t>(1, (len + seg - 1) / seg) : 1;
 	if (!p->hs_sent)
 		npkts++;
-	if (tx_pkts.avail() < npkts) {
+	if (io.tx_avail() < npkts) {
 		txops.put(op);
 		return -FI_EAGAIN;
 	}
@@ -257,7 +256,7 @@ ssize_t Ep::atomic(const AtomicArgs &a)
 	Peer *p = tx_peer(a.dest, true, err);
 	if (!p)
 		return err;
-	if (tx_pkts.avail() < (p->hs_sent ? 1u : 2u))
+	if (io.tx_avail() < (p->hs_sent ? 1u : 2u))
 		return -FI_EAGAIN;
 	TxOp *op = txops.get();
 	if (!op)

@@ -14,37 +14,6 @@
 
 namespace efa::rdm {
 
-Pkt *Ep::copy_of(const Pkt &pkt)
-{
-	Pkt *c;
-	if (!copies_free.empty()) {
-		c = copies_free.back();
-		copies_free.pop_back();
-	} else {
-		copy_bufs.emplace_back(new uint8_t[mtu]);
-		copies.emplace_back(new Pkt());
-		c = copies.back().get();
-		c->buf = copy_bufs.back().get();
-		c->cap = uint32_t(mtu);
-		c->kind = Pkt::Kind::Copy;
-	}
-	std::memcpy(c->buf, pkt.buf, pkt.len);
-	c->len = pkt.len;
-	c->peer = pkt.peer;
-	return c;
-}
-
-void Ep::free_copy(Pkt *pkt) { copies_free.push_back(pkt); }
-
-void Ep::repost(Pkt *pkt)
-{
-	const verbs::Sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->cap, pkt->lkey};
-	if (int r = qp.post_recv(reinterpret_cast<uint64_t>(pkt), {&sge, 1})) {
-		EFA_WARN(EpData, "reposting a receive buffer failed: %s", fi_strerror(-r));
-		rx_pkts.put(pkt);
-	}
-}
-
 void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 {
 	if (wc.remote_write_imm()) {
@@ -52,13 +21,13 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 		 * took one of our buffers. */
 		remote_write_imm(wc);
 		if (!wc.unsolicited)
-			repost(pkt);
+			io.repost(pkt);
 		return;
 	}
 	if (!wc.ok()) {
 		if (wc.vendor_err != uint32_t(EfaStatus::FLUSHED))
 			EFA_WARN(EpData, "receive completion failed: %s", efa_status_msg(wc.vendor_err));
-		repost(pkt);
+		io.repost(pkt);
 		return;
 	}
 	pkt->len = wc.byte_len;
@@ -69,7 +38,7 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 			handle_probe(from, wc);
 		else
 			foreign_packet(*pkt, wc);
-		repost(pkt);
+		io.repost(pkt);
 		return;
 	}
 	Parsed pk;
@@ -82,7 +51,7 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 				 "protocol version; further ones are counted, not logged)",
 				 wc.src_qp, wc.byte_len, parse_error_str(e));
 		}
-		repost(pkt);
+		io.repost(pkt);
 		return;
 	}
 	Peer *p = peer_from_wc(wc, pk);
@@ -94,7 +63,7 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 			send_handshake(*p);
 		dispatch(*p, pkt, pk);
 	}
-	repost(pkt);
+	io.repost(pkt);
 }
 
 void Ep::dispatch(Peer &p, Pkt *pkt, const Parsed &pk)
@@ -141,7 +110,7 @@ void Ep::ordered_req(Peer &p, Pkt *pkt, const Parsed &pk)
 			dropped_dup++;
 			return;
 		}
-		p.rob.accept(id, copy_of(*pkt));
+		p.rob.accept(id, io.copy_of(*pkt));
 		return;
 	case ReorderBuffer<Pkt>::Verdict::Refused:
 		dropped_far++;
@@ -174,7 +143,7 @@ void Ep::ordered_req(Peer &p, Pkt *pkt, const Parsed &pk)
 					process_req(p, chain, c);
 				started = true;
 			}
-			free_copy(chain);
+			io.free_copy(chain);
 			chain = next;
 		}
 	}

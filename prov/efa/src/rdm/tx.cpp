@@ -98,7 +98,7 @@ ssize_t Ep::send(const SendArgs &a)
 		npkts++;
 	/* Everything the first burst needs, or nothing: a message id is never spent on a
 	 * message that cannot go out. */
-	if (tx_pkts.avail() < npkts)
+	if (io.tx_avail() < npkts)
 		return -FI_EAGAIN;
 	TxOp *op = txops.get();
 	if (!op)
@@ -269,7 +269,6 @@ void Ep::handle_receipt(Peer &p, const Parsed &pk)
 
 void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 {
-	sq_used--;
 	Peer *p = pkt->peer;
 	const uint32_t status = wc.ok() ? 0 : wc.vendor_err;
 	/* The device gave up on the peer: everything waiting on it fails (liveness.cpp). */
@@ -294,7 +293,7 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 			void_next(*p, pkt);
 			return;
 		}
-		tx_pkts.put(pkt);
+		io.put_tx(pkt);
 		if (op) {
 			op->inflight--;
 			finish_tx(op);
@@ -313,11 +312,11 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 				v->rtm.tag += p->voids.front().second;
 				p->voids.pop_front();
 			}
-			on_rnr(pkt);
+			io.on_rnr(pkt, now_ns());
 			return;
 		}
 		if (rm_enabled || !op || !first) {
-			on_rnr(pkt);
+			io.on_rnr(pkt, now_ns());
 			return;
 		}
 		/* FI_RM_DISABLED: the operation fails with FI_ENORX now, whatever the peer's
@@ -343,7 +342,7 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 		EFA_WARN(EpData, "a %s packet to %s failed: %s", pkt_type_name(PktType(pkt->buf[0])),
 			 addr_to_string(p->raw).c_str(), efa_status_msg(status));
 	}
-	tx_pkts.put(pkt);
+	io.put_tx(pkt);
 	if (gone)
 		peer_unresponsive(*p, status);
 }
@@ -382,7 +381,7 @@ void Ep::void_ids(Peer &p, Pkt *pkt, uint32_t id)
 		runs.emplace_back(id, 1);
 	}
 	if (p.void_pkt) {
-		tx_pkts.put(pkt);
+		io.put_tx(pkt);
 		return;
 	}
 	void_next(p, pkt);
@@ -394,7 +393,7 @@ void Ep::void_next(Peer &p, Pkt *pkt)
 	if (p.voids.empty() || p.dead || p.released) {
 		p.voids.clear();
 		p.void_pkt = nullptr;
-		tx_pkts.put(pkt);
+		io.put_tx(pkt);
 		return;
 	}
 	const auto [first, count] = p.voids.front();

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* Packet buffers, posting and the RNR queue: see packet_io.h. */
+#include "rdm/packet_io.h"
+
+#include "log.h"
+#include "rdm/ep.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace efa::rdm {
+
+/* ------------------------------------------------------------------ pools */
+
+int PktPool::init(const verbs::Pd &pd, size_t count, size_t size, Pkt::Kind kind)
+{
+	const size_t stride = (size + 63) & ~size_t(63);
+	mem_.reset(new uint8_t[count * stride]);
+	auto mr = verbs::Mr::reg(pd, mem_.get(), count * stride, verbs::kLocalWrite);
+	if (!mr.ok()) {
+		mem_.reset();
+		return mr.error();
+	}
+	mr_ = mr.take();
+	pkts_.assign(count, Pkt{});
+	free_ = nullptr;
+	for (size_t i = count; i-- > 0;) {
+		Pkt &p = pkts_[i];
+		p.buf = mem_.get() + i * stride;
+		p.cap = uint32_t(size);
+		p.lkey = mr_.lkey();
+		p.kind = kind;
+		p.next_free = free_;
+		free_ = &p;
+	}
+	avail_ = count;
+	return 0;
+}
+
+void PktPool::reset()
+{
+	mr_ = verbs::Mr();
+	pkts_.clear();
+	mem_.reset();
+	free_ = nullptr;
+	avail_ = 0;
+}
+
+Pkt *PktPool::get()
+{
+	Pkt *p = free_;
+	if (!p)
+		return nullptr;
+	free_ = p->next_free;
+	avail_--;
+	p->len = 0;
+	p->rnr_tries = 0;
+	p->queued = false;
+	p->probe = false;
+	p->peer = nullptr;
+	p->op = nullptr;
+	p->msg = nullptr;
+	return p;
+}
+
+void PktPool::put(Pkt *p)
+{
+	p->next_free = free_;
+	free_ = p;
+	avail_++;
+}
+
+/* ------------------------------------------------------------------ PacketIo */
+
+int PacketIo::init(const verbs::Pd &pd, verbs::Qp &qp, size_t ntx, size_t nrx, size_t size)
+{
+	qp_ = &qp;
+	size_ = size;
+	if (int r = tx_.init(pd, ntx, size, Pkt::Kind::Tx))
+		return r;
+	if (int r = rx_.init(pd, nrx, size, Pkt::Kind::Rx)) {
+		tx_.reset();
+		return r;
+	}
+	return 0;
+}
+
+void PacketIo::start()
+{
+	while (Pkt *p = rx_.get())
+		repost(p);
+}
+
+void PacketIo::reset()
+{
+	tx_.reset();
+	rx_.reset();
+	qp_ = nullptr;
+}
+
+void PacketIo::repost(Pkt *pkt)
+{
+	const verbs::Sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->cap, pkt->lkey};
+	if (int r = qp_->post_recv(reinterpret_cast<uint64_t>(pkt), {&sge, 1})) {
+		EFA_WARN(EpData, "reposting a receive buffer failed: %s", fi_strerror(-r));
+		rx_.put(pkt);
+	}
+}
+
+Pkt *PacketIo::copy_of(const Pkt &pkt)
+{
+	Pkt *c;
+	if (!copies_free_.empty()) {
+		c = copies_free_.back();
+		copies_free_.pop_back();
+	} else {
+		copy_bufs_.emplace_back(new uint8_t[size_]);
+		copies_.emplace_back(new Pkt());
+		c = copies_.back().get();
+		c->buf = copy_bufs_.back().get();
+		c->cap = uint32_t(size_);
+		c->kind = Pkt::Kind::Copy;
+	}
+	std::memcpy(c->buf, pkt.buf, pkt.len);
+	c->len = pkt.len;
+	c->peer = pkt.peer;
+	return c;
+}
+
+void PacketIo::posted(Peer &p) { p.posted++; }
+
+int PacketIo::send(Pkt *pkt)
+{
+	Peer &p = *pkt->peer;
+	const verbs::Sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->len, pkt->lkey};
+	const int r = qp_->send(reinterpret_cast<uint64_t>(pkt), p.dest, {&sge, 1}, 0, 0);
+	if (!r)
+		posted(p);
+	return r;
+}
+
+void PacketIo::queue(Pkt *pkt)
+{
+	Peer &p = *pkt->peer;
+	pkt->queued = true;
+	p.queued.push_back(pkt);
+	mark_busy(p);
+}
+
+void PacketIo::mark_busy(Peer &p)
+{
+	if (!p.on_list())
+		busy_.push_back(&p);
+}
+
+void PacketIo::unbusy(Peer &p)
+{
+	if (p.on_list())
+		busy_.unlink(&p);
+}
+
+void PacketIo::on_rnr(Pkt *pkt, uint64_t now)
+{
+	Peer &p = *pkt->peer;
+	rnr_resends++;
+	pkt->rnr_tries++;
+	/* The first RNR of a packet is resent at once; repeated ones back the peer off
+	 * for a random, doubling time (protocol.md section 11). */
+	if (pkt->rnr_tries > 1) {
+		if (!p.backoff_us)
+			p.backoff_us = backoff_first_us_ ? backoff_first_us_ : 40 + uint32_t(random() % 81);
+		else
+			p.backoff_us = std::min(p.backoff_us * 2, backoff_max_us_);
+		p.backoff_until = now + uint64_t(p.backoff_us) * 1000;
+	}
+	queue(pkt);
+}
+
+void PacketIo::resend(uint64_t now, bool (*owes)(void *ctx, Peer &p), void *ctx)
+{
+	for (Peer *p = busy_.front(); p;) {
+		Peer *next = IList<Peer>::next(p);
+		const bool owing = owes(ctx, *p);
+		if (now >= p->backoff_until) {
+			while (Pkt *pkt = p->queued.front()) {
+				if (send(pkt))
+					break; /* the send queue is full: later */
+				p->queued.unlink(pkt);
+				pkt->queued = false;
+			}
+		}
+		if (p->queued.empty() && !owing)
+			busy_.unlink(p);
+		p = next;
+	}
+}
+
+} // namespace efa::rdm

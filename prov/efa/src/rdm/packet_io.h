@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The RDM endpoint's packets and their way to and from the device: what moves bytes,
+ * not what they mean.
+ *
+ *  - Pkt: one MTU-sized packet buffer. Receive buffers (registered) stay posted to the
+ *    device; transmit buffers (registered) carry packets out; copies (heap) keep packets
+ *    that must outlive their receive buffer (out of order, unexpected).
+ *  - PacketIo: the pools, reposting receive buffers, sending a built packet to its peer,
+ *    each peer's queue of packets held back (receiver not ready, or a full send queue)
+ *    and their resending, in order, after the peer's backoff (protocol.md section 11).
+ *
+ * Whether a packet may go to a peer at all (the peer failed, was removed) and what a
+ * refused post means for its operation are the endpoint's decisions (Ep::post).
+ */
+#ifndef EFA_RDM_PACKET_IO_H
+#define EFA_RDM_PACKET_IO_H
+
+#include "rdm/ilist.h"
+#include "rdm/reorder.h"
+#include "verbs/resources.h"
+#include "verbs/qp.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace efa::rdm {
+
+struct Peer;
+struct TxOp;
+struct MsgRx;
+
+struct Pkt : IListNode<Pkt>, ReorderLink<Pkt> {
+	enum class Kind : uint8_t { Rx, Tx, Copy };
+	uint8_t *buf = nullptr;
+	uint32_t cap = 0;
+	uint32_t len = 0;
+	uint32_t lkey = 0;
+	Kind kind = Kind::Tx;
+	uint8_t rnr_tries = 0;
+	bool queued = false; /* tx: waiting on its peer's queue (RNR) */
+	bool probe = false;  /* tx: a liveness probe (a HANDSHAKE) */
+	Peer *peer = nullptr; /* tx: destination; copy: sender */
+	TxOp *op = nullptr;   /* tx: the operation it carries data of (null: control) */
+	MsgRx *msg = nullptr; /* tx: the message an RDMA read (LONGREAD) fetches for */
+	Pkt *next_free = nullptr;
+};
+
+/* Registered packet buffers of one size, with a free list. */
+class PktPool {
+public:
+	int init(const verbs::Pd &pd, size_t count, size_t size, Pkt::Kind kind);
+	void reset();
+	Pkt *get();
+	void put(Pkt *p);
+	size_t avail() const { return avail_; }
+	size_t count() const { return pkts_.size(); }
+
+private:
+	std::unique_ptr<uint8_t[]> mem_;
+	verbs::Mr mr_;
+	std::vector<Pkt> pkts_;
+	Pkt *free_ = nullptr;
+	size_t avail_ = 0;
+};
+
+/* The pools, posting and the RNR queue (see the top of this file). */
+class PacketIo {
+public:
+	/* At fi_enable, once the QP exists: `ntx` transmit and `nrx` receive buffers of
+	 * `size` bytes, registered with `pd`. 0 or the registration's error. */
+	int init(const verbs::Pd &pd, verbs::Qp &qp, size_t ntx, size_t nrx, size_t size);
+	/* Posts every receive buffer. */
+	void start();
+	/* At close, once the QP is gone. */
+	void reset();
+	void set_backoff(uint32_t first_us, uint32_t max_us)
+	{
+		backoff_first_us_ = first_us;
+		backoff_max_us_ = max_us;
+	}
+	size_t tx_count() const { return tx_.count(); }
+	size_t rx_count() const { return rx_.count(); }
+
+	/* Transmit buffers. */
+	Pkt *get_tx() { return tx_.get(); }
+	void put_tx(Pkt *p) { tx_.put(p); }
+	size_t tx_avail() const { return tx_.avail(); }
+
+	/* Receive buffers and copies of them. */
+	void repost(Pkt *pkt);
+	Pkt *copy_of(const Pkt &pkt);
+	void free_copy(Pkt *pkt) { copies_free_.push_back(pkt); }
+
+	/* Sends a built packet to pkt->peer now: 0, -ENOMEM (the send queue is full) or
+	 * the device's error. */
+	int send(Pkt *pkt);
+	/* A work request (a send, or an RDMA read or write posted by the caller) to `p`
+	 * is on the device / came back. */
+	static void posted(Peer &p);
+	/* Keeps pkt on its peer's queue; resend() sends it, after those queued before it. */
+	void queue(Pkt *pkt);
+	/* The peer of pkt answered RNR: pkt is queued, and the peer backs off from the
+	 * second RNR of one packet on (a random, doubling time). */
+	void on_rnr(Pkt *pkt, uint64_t now);
+	/* A peer with something owed that resend() must call `owes` for (e.g. a packet
+	 * that found no transmit buffer). */
+	void mark_busy(Peer &p);
+	/* The peer failed: it leaves the busy list (its queue is the caller's to empty). */
+	void unbusy(Peer &p);
+	/* For each busy peer: `owes(ctx, p)` sends what it owes (true: still owes), then its
+	 * queued packets go out unless it backs off or the send queue is full. */
+	void resend(uint64_t now, bool (*owes)(void *ctx, Peer &p), void *ctx);
+	bool any_busy() const { return !busy_.empty(); }
+
+	uint64_t rnr_resends = 0;
+
+private:
+	verbs::Qp *qp_ = nullptr;
+	PktPool tx_, rx_;
+	size_t size_ = 0;
+	std::vector<Pkt *> copies_free_;
+	std::vector<std::unique_ptr<Pkt>> copies_;
+	std::vector<std::unique_ptr<uint8_t[]>> copy_bufs_;
+	IList<Peer> busy_; /* peers with queued packets, or owing one */
+	uint32_t backoff_first_us_ = 0;
+	uint32_t backoff_max_us_ = 0;
+};
+
+} // namespace efa::rdm
+
+#endif
