@@ -6,7 +6,7 @@
 #include "cq.h"
 #include "dgram/ep.h"
 #include "direct/ep.h"
-#include "rdm/ep.h"
+#include "rdm/entry.h"
 #include "info.h"
 #include "log.h"
 #include "prov.h"

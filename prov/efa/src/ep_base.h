@@ -109,6 +109,14 @@ template <typename T> int put_opt(void *val, size_t *len, T v)
 	return 0;
 }
 
+/* fi_tx_size_left / fi_rx_size_left of endpoint kind T: the entries `free(T &)` counts,
+ * or -FI_EOPBADSTATE for an endpoint not enabled (or not of kind T). */
+template <typename T, typename F> ssize_t size_left(fid_ep *f, F &&free)
+{
+	T *ep = fid_to<T>(&f->fid);
+	return ep && ep->enabled ? ssize_t(free(*ep)) : -FI_EOPBADSTATE;
+}
+
 extern fi_ops_tagged g_enosys_tagged_ops;
 extern fi_ops_atomic g_enosys_atomic_ops;
 

@@ -148,17 +148,8 @@ int ep_setopt(fid_t f, int level, int name, const void *val, size_t len)
 	}
 }
 
-ssize_t rx_size_left(fid_ep *f)
-{
-	Ep *ep = ep_of(&f->fid);
-	return ep && ep->enabled ? ssize_t(ep->rx.capacity() - ep->rx.in_use()) : -FI_EOPBADSTATE;
-}
-
-ssize_t tx_size_left(fid_ep *f)
-{
-	Ep *ep = ep_of(&f->fid);
-	return ep && ep->enabled ? ssize_t(ep->tx.capacity() - ep->tx.in_use()) : -FI_EOPBADSTATE;
-}
+ssize_t rx_size_left(fid_ep *f) { return size_left<Ep>(f, [](Ep &ep) { return ep.rx.left(); }); }
+ssize_t tx_size_left(fid_ep *f) { return size_left<Ep>(f, [](Ep &ep) { return ep.tx.left(); }); }
 
 fi_ops_ep g_ep_ops = {
 	.size = sizeof(fi_ops_ep),

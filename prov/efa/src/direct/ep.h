@@ -47,13 +47,17 @@ public:
 	void init(size_t n, uint8_t *bounce, size_t bounce_size);
 	Op *get();
 	void put(Op *op);
-	/* fi_tx/rx_size_left read it while other threads post and complete. */
+	/* fi_tx/rx_size_left read these while other threads post and complete. */
 	size_t in_use() const
 	{
 		std::lock_guard g(lock_);
 		return in_use_;
 	}
-	size_t capacity() const { return ops_.size(); }
+	size_t left() const
+	{
+		std::lock_guard g(lock_);
+		return ops_.size() - in_use_;
+	}
 	void set_threading(fi_threading t) { lock_.set_threading(t); }
 
 private:

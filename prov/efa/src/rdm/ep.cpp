@@ -178,22 +178,21 @@ int ep_setopt(fid_t f, int level, int name, const void *val, size_t len)
 	}
 }
 
+/* Operation entries free (the pools' caps are the attributes' sizes). */
 ssize_t rx_size_left(fid_ep *f)
 {
-	Ep *ep = ep_of(&f->fid);
-	if (!ep || !ep->enabled)
-		return -FI_EOPBADSTATE;
-	std::lock_guard g(ep->lock);
-	return ssize_t(ep->info->rx_attr->size - std::min(ep->info->rx_attr->size, ep->rxops.in_use()));
+	return size_left<Ep>(f, [](Ep &ep) {
+		std::lock_guard g(ep.lock);
+		return ep.info->rx_attr->size - std::min(ep.info->rx_attr->size, ep.rxops.in_use());
+	});
 }
 
 ssize_t tx_size_left(fid_ep *f)
 {
-	Ep *ep = ep_of(&f->fid);
-	if (!ep || !ep->enabled)
-		return -FI_EOPBADSTATE;
-	std::lock_guard g(ep->lock);
-	return ssize_t(ep->info->tx_attr->size - std::min(ep->info->tx_attr->size, ep->txops.in_use()));
+	return size_left<Ep>(f, [](Ep &ep) {
+		std::lock_guard g(ep.lock);
+		return ep.info->tx_attr->size - std::min(ep.info->tx_attr->size, ep.txops.in_use());
+	});
 }
 
 fi_ops_ep g_ep_ops = {

@@ -22,6 +22,7 @@
 
 #include "common/lock.h"
 #include "ep_base.h"
+#include "rdm/entry.h"
 #include "rdm/match.h"
 #include "rdm/packet_io.h"
 #include "rdm/peer_table.h"
@@ -553,9 +554,6 @@ struct Ep : EpBase {
 			  uint64_t len = 0, uint64_t olen = 0, void *buf = nullptr, uint64_t data = 0, uint64_t tag = 0);
 };
 
-int ep_open(fid_domain *domain, fi_info *info, fid_ep **ep, void *context);
-/* fi_query_atomic on an efa fabric domain. */
-int query_atomic(const verbs::Device &dev, fi_datatype dt, fi_op op, fi_atomic_attr *attr, uint64_t flags);
 
 extern fi_ops_msg g_msg_ops;
 extern fi_ops_tagged g_tagged_ops;
