@@ -11,6 +11,7 @@
  * One process, two endpoints of one domain; the device is found through the library the
  * provider loaded.
  */
+#include "fitest.h"
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -82,23 +83,8 @@ bool read_one(fid_cq *cq, fi_cq_data_entry &e)
 
 Test(cq_bound, remote_writes_with_data_never_overrun_the_target_cq)
 {
-	setenv("FI_PROVIDER_PATH", EFA_TEST_PROV_DIR, 1);
-	setenv("FI_PROVIDER", "efa", 1);
-	setenv("FI_EFA_SIM", "1", 1);
-	setenv("FI_EFA_SIM_PATH", EFA_TEST_SIM_PATH, 1);
-	setenv("FI_LOG_LEVEL", "warn", 0);
-	fi_info *hints = fi_allocinfo();
-	hints->caps = FI_MSG | FI_RMA;
-	hints->mode = FI_CONTEXT | FI_CONTEXT2;
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
-	hints->fabric_attr->prov_name = strdup("efa");
-	hints->fabric_attr->name = strdup("efa");
-	int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &g_info);
-	fi_freeinfo(hints);
-	cr_assert_eq(ret, 0, "fi_getinfo (fabric efa, FI_RMA): %s", fi_strerror(-ret));
-	cr_assert_eq(fi_fabric(g_info->fabric_attr, &g_fab, nullptr), 0);
-	cr_assert_eq(fi_domain(g_fab, g_info, &g_dom, nullptr), 0);
+	g_info = fitest::getinfo("efa", FI_MSG | FI_RMA);
+	fitest::open_fabric(g_info, &g_fab, &g_dom);
 	fi_av_attr aa{};
 	aa.type = FI_AV_TABLE;
 	cr_assert_eq(fi_av_open(g_dom, &aa, &g_av, nullptr), 0);

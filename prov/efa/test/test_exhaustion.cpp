@@ -9,6 +9,7 @@
  * Endpoints live in one process; reading a CQ (or a counter) is what drives the
  * provider (manual progress), so a test controls exactly who makes progress.
  */
+#include "fitest.h"
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -57,24 +58,9 @@ uint64_t next_key = 1;
 void open_world(bool rdm, size_t buf_len = 1 << 20)
 {
 	g.rdm = rdm;
-	setenv("FI_PROVIDER_PATH", EFA_TEST_PROV_DIR, 1);
-	setenv("FI_PROVIDER", "efa", 1);
-	setenv("FI_EFA_SIM", "1", 1);
-	setenv("FI_EFA_SIM_PATH", EFA_TEST_SIM_PATH, 1);
-	setenv("FI_LOG_LEVEL", "warn", 0);
-	fi_info *hints = fi_allocinfo();
-	hints->caps = FI_MSG;
-	hints->mode = FI_CONTEXT | FI_CONTEXT2;
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
-	hints->domain_attr->resource_mgmt = FI_RM_ENABLED;
-	hints->fabric_attr->prov_name = strdup("efa");
-	hints->fabric_attr->name = strdup(rdm ? "efa" : "efa-direct");
-	int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &g.info);
-	fi_freeinfo(hints);
-	cr_assert_eq(ret, 0, "fi_getinfo: %s", fi_strerror(-ret));
-	cr_assert_eq(fi_fabric(g.info->fabric_attr, &g.fab, nullptr), 0);
-	cr_assert_eq(fi_domain(g.fab, g.info, &g.dom, nullptr), 0);
+	g.info = fitest::getinfo(rdm ? "efa" : "efa-direct", FI_MSG, fitest::kMrMode,
+				 [](fi_info *h) { h->domain_attr->resource_mgmt = FI_RM_ENABLED; });
+	fitest::open_fabric(g.info, &g.fab, &g.dom);
 	fi_av_attr aa{};
 	aa.type = FI_AV_TABLE;
 	cr_assert_eq(fi_av_open(g.dom, &aa, &g.av, nullptr), 0);

@@ -9,6 +9,7 @@
  * test_objects.cpp covers the object model's other errors (closed objects, wrong class
  * for fi_av_bind, options, a removed fi_addr); this file does not repeat them.
  */
+#include "fitest.h"
 #include <rdma/fabric.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
@@ -55,23 +56,8 @@ World g;
 
 fi_info *get_info(bool rdm)
 {
-	setenv("FI_PROVIDER_PATH", EFA_TEST_PROV_DIR, 1);
-	setenv("FI_PROVIDER", "efa", 1);
-	setenv("FI_EFA_SIM", "1", 1);
-	setenv("FI_EFA_SIM_PATH", EFA_TEST_SIM_PATH, 1);
-	setenv("FI_LOG_LEVEL", "warn", 1); /* what a user sees: every row checks it */
-	fi_info *hints = fi_allocinfo();
-	hints->caps = FI_MSG | FI_RMA | (rdm ? FI_TAGGED | FI_ATOMIC : 0);
-	hints->mode = FI_CONTEXT | FI_CONTEXT2;
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
-	hints->fabric_attr->prov_name = strdup("efa");
-	hints->fabric_attr->name = strdup(rdm ? "efa" : "efa-direct");
-	fi_info *info = nullptr;
-	int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
-	fi_freeinfo(hints);
-	cr_assert_eq(ret, 0, "fi_getinfo(%s): %s", rdm ? "efa" : "efa-direct", fi_strerror(-ret));
-	return info;
+	fitest::use_provider(true); /* what a user sees: every row checks it */
+	return fitest::getinfo(rdm ? "efa" : "efa-direct", FI_MSG | FI_RMA | (rdm ? FI_TAGGED | FI_ATOMIC : 0));
 }
 
 fid_ep *open_enabled(uint8_t *name)
@@ -90,8 +76,7 @@ void setup(bool rdm)
 {
 	g.rdm = rdm;
 	g.info = get_info(rdm);
-	cr_assert_eq(fi_fabric(g.info->fabric_attr, &g.fab, nullptr), 0);
-	cr_assert_eq(fi_domain(g.fab, g.info, &g.dom, nullptr), 0);
+	fitest::open_fabric(g.info, &g.fab, &g.dom);
 	fi_av_attr aa{};
 	aa.type = FI_AV_TABLE;
 	cr_assert_eq(fi_av_open(g.dom, &aa, &g.av, nullptr), 0);

@@ -8,6 +8,7 @@
  * Two endpoints of two domains in one process; reading both CQs drives both (manual
  * progress). Each Criterion test runs in its own process.
  */
+#include "fitest.h"
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -59,11 +60,7 @@ World g;
 
 void env()
 {
-	setenv("FI_PROVIDER_PATH", EFA_TEST_PROV_DIR, 1);
-	setenv("FI_PROVIDER", "efa", 1);
-	setenv("FI_EFA_SIM", "1", 1);
-	setenv("FI_EFA_SIM_PATH", EFA_TEST_SIM_PATH, 1);
-	setenv("FI_LOG_LEVEL", "warn", 0);
+	fitest::use_provider();
 	setenv("EFASIM_PATHS", "1", 1);
 }
 
@@ -100,19 +97,10 @@ void open_world(const char *fabric, uint64_t mode, const std::function<void(fi_i
 {
 	env();
 	g.rdm = !strcmp(fabric, "efa");
-	fi_info *hints = fi_allocinfo();
-	hints->caps = FI_MSG | FI_RMA;
-	hints->mode = mode;
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
-	hints->fabric_attr->prov_name = strdup("efa");
-	hints->fabric_attr->name = strdup(fabric);
-	int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &g.info);
-	fi_freeinfo(hints);
-	cr_assert_eq(ret, 0, "fi_getinfo: %s", fi_strerror(-ret));
+	g.info = fitest::getinfo(fabric, FI_MSG | FI_RMA, fitest::kMrMode, [mode](fi_info *h) { h->mode = mode; });
 	if (tweak)
 		tweak(g.info);
-	cr_assert_eq(fi_fabric(g.info->fabric_attr, &g.fab, nullptr), 0);
+	fitest::open_fabric(g.info, &g.fab);
 	open_side(g.ini, before_enable);
 	open_side(g.tgt, before_enable);
 	cr_assert_eq(fi_av_insert(g.ini.av, g.tgt.name, 1, &g.ini.peer, 0, nullptr), 1);

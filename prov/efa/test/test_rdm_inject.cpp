@@ -16,6 +16,7 @@
  *     AV fails the long send waiting on that peer with FI_EHOSTUNREACH and
  *     PEER_PROTOCOL_MISMATCH, and new sends to it with -FI_EHOSTUNREACH.
  */
+#include "fitest.h"
 #include "efa_errno.h"
 #include "rdm/pkt.h"
 #include "simtest.h"
@@ -49,23 +50,8 @@ struct Target {
 
 void open_target(Target &t)
 {
-	setenv("FI_PROVIDER_PATH", EFA_TEST_PROV_DIR, 1);
-	setenv("FI_PROVIDER", "efa", 1);
-	setenv("FI_EFA_SIM", "1", 1);
-	setenv("FI_EFA_SIM_PATH", EFA_TEST_SIM_PATH, 1);
-	setenv("FI_LOG_LEVEL", "warn", 0);
-	fi_info *hints = fi_allocinfo();
-	hints->caps = FI_MSG | FI_SEND | FI_RECV;
-	hints->mode = FI_CONTEXT | FI_CONTEXT2;
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->domain_attr->mr_mode = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
-	hints->fabric_attr->prov_name = strdup("efa");
-	hints->fabric_attr->name = strdup("efa");
-	int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &t.info);
-	fi_freeinfo(hints);
-	cr_assert_eq(ret, 0, "fi_getinfo (fabric efa): %s", fi_strerror(-ret));
-	cr_assert_eq(fi_fabric(t.info->fabric_attr, &t.fab, nullptr), 0);
-	cr_assert_eq(fi_domain(t.fab, t.info, &t.dom, nullptr), 0);
+	t.info = fitest::getinfo("efa", FI_MSG | FI_SEND | FI_RECV, fitest::kMrMode & ~uint64_t(FI_MR_LOCAL));
+	fitest::open_fabric(t.info, &t.fab, &t.dom);
 	fi_av_attr aa{};
 	aa.type = FI_AV_TABLE;
 	cr_assert_eq(fi_av_open(t.dom, &aa, &t.av, nullptr), 0);

@@ -17,6 +17,7 @@
  *     fails only what still waits on it (delivery_complete_sends_complete_once).
  * Criterion runs each test in a process of its own: the parameters are read once.
  */
+#include "fitest.h"
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -52,23 +53,9 @@ struct Ep {
 
 void open_env()
 {
-	setenv("FI_PROVIDER_PATH", EFA_TEST_PROV_DIR, 1);
-	setenv("FI_PROVIDER", "efa", 1);
-	setenv("FI_EFA_SIM", "1", 1);
-	setenv("FI_EFA_SIM_PATH", EFA_TEST_SIM_PATH, 1);
-	setenv("FI_LOG_LEVEL", "warn", 0);
-	fi_info *hints = fi_allocinfo();
-	hints->caps = FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE;
-	hints->mode = FI_CONTEXT | FI_CONTEXT2;
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->domain_attr->mr_mode = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
-	hints->fabric_attr->prov_name = strdup("efa");
-	hints->fabric_attr->name = strdup("efa");
-	int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &g.info);
-	fi_freeinfo(hints);
-	cr_assert_eq(ret, 0, "fi_getinfo (fabric efa): %s", fi_strerror(-ret));
-	cr_assert_eq(fi_fabric(g.info->fabric_attr, &g.fab, nullptr), 0);
-	cr_assert_eq(fi_domain(g.fab, g.info, &g.dom, nullptr), 0);
+	g.info = fitest::getinfo("efa", FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE,
+				 fitest::kMrMode & ~uint64_t(FI_MR_LOCAL));
+	fitest::open_fabric(g.info, &g.fab, &g.dom);
 	fi_av_attr attr{};
 	attr.type = FI_AV_TABLE;
 	cr_assert_eq(fi_av_open(g.dom, &attr, &g.av, nullptr), 0);

@@ -15,6 +15,7 @@
  * Initiator and target are two endpoints of two domains (two protection domains) in
  * one process; reading both CQs drives both (manual progress).
  */
+#include "fitest.h"
 #include <rdma/fabric.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
@@ -134,26 +135,13 @@ void expect_ok()
 void setup(Mode mode)
 {
 	g.mode = mode;
-	setenv("FI_PROVIDER_PATH", EFA_TEST_PROV_DIR, 1);
-	setenv("FI_PROVIDER", "efa", 1);
-	setenv("FI_EFA_SIM", "1", 1);
-	setenv("FI_EFA_SIM_PATH", EFA_TEST_SIM_PATH, 1);
-	setenv("FI_LOG_LEVEL", "warn", 0);
+	fitest::use_provider();
 	/* One path: the target's HANDSHAKE reaches the initiator before the target's
 	 * message does, so device RDMA is in use once the warm-up completes. */
 	setenv("EFASIM_PATHS", "1", 1);
 	const bool rdm = mode != Mode::Direct;
-	fi_info *hints = fi_allocinfo();
-	hints->caps = FI_MSG | FI_RMA | (rdm ? FI_ATOMIC : 0);
-	hints->mode = FI_CONTEXT | FI_CONTEXT2;
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
-	hints->fabric_attr->prov_name = strdup("efa");
-	hints->fabric_attr->name = strdup(rdm ? "efa" : "efa-direct");
-	int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &g.info);
-	fi_freeinfo(hints);
-	cr_assert_eq(ret, 0, "fi_getinfo: %s", fi_strerror(-ret));
-	cr_assert_eq(fi_fabric(g.info->fabric_attr, &g.fab, nullptr), 0);
+	g.info = fitest::getinfo(rdm ? "efa" : "efa-direct", FI_MSG | FI_RMA | (rdm ? FI_ATOMIC : 0));
+	fitest::open_fabric(g.info, &g.fab);
 	open_side(g.ini, mode == Mode::Emulated);
 	open_side(g.tgt, mode == Mode::Emulated);
 	cr_assert_eq(fi_av_insert(g.ini.av, g.tgt.name, 1, &g.ini.peer, 0, nullptr), 1);
