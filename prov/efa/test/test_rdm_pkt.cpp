@@ -90,6 +90,43 @@ Test(pkt, header_sizes_are_the_spec)
 	cr_assert_not(is_req(PktType::Data));
 }
 
+/* Every REQ of a message gets its type (the tagged twin is the next number), the base
+ * header and the RTM fields from PktWriter::rtm. */
+Test(pkt, rtm_headers_of_every_family)
+{
+	const PktType families[] = {PktType::EagerMsg, PktType::MediumMsg, PktType::LongCtsMsg, PktType::LongReadMsg};
+	for (PktType f : families)
+		for (bool tagged : {false, true}) {
+			alignas(8) uint8_t buf[256];
+			PktWriter w(buf, sizeof buf);
+			RtmHdr *h = nullptr;
+			switch (f) {
+			case PktType::EagerMsg: h = &w.rtm<EagerHdr>(f, tagged, 0x1234, 0, 7, 0, 0xabcd)->rtm; break;
+			case PktType::MediumMsg: {
+				MediumHdr *m = w.rtm<MediumHdr>(f, tagged, 0x1234, 0, 7, 0, 0xabcd);
+				m->msg_len = 0;
+				h = &m->rtm;
+				break;
+			}
+			case PktType::LongCtsMsg: {
+				LongCtsHdr *l = w.rtm<LongCtsHdr>(f, tagged, 0x1234, 0, 7, 0, 0xabcd);
+				l->msg_len = 1;
+				l->send_id = 1;
+				h = &l->rtm;
+				break;
+			}
+			default: h = &w.rtm<LongReadHdr>(f, tagged, 0x1234, 0, 7, 0, 0xabcd)->rtm; break;
+			}
+			cr_assert(w.ok());
+			cr_assert_eq(h->base.type, uint8_t(f) + (tagged ? 1 : 0));
+			cr_assert_eq(h->base.version, kProtoVersion);
+			cr_assert_eq(h->base.conn, 0x1234u);
+			cr_assert_eq(h->msg_id, 7u);
+			cr_assert_eq(h->seg_len, 0u);
+			cr_assert_eq(h->tag, 0xabcdu);
+		}
+}
+
 Test(pkt, eager_round_trip_with_optional_headers)
 {
 	const char msg[] = "hello, reorder buffer";

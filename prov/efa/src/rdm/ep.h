@@ -399,7 +399,7 @@ struct Ep : EpBase {
 	bool send_cts(MsgRx &m);
 	/* LONGREAD (rdm/longread.cpp) */
 	bool longread_ok(const Peer &p, uint64_t len, size_t iov_count) const;
-	int longread_send(TxOp &op, uint16_t flags, uint8_t tagbit);
+	int longread_send(TxOp &op, uint16_t flags);
 	void longread_start(MsgRx &m);
 	void longread_pump(MsgRx &m);
 	void longread_read_done(Pkt *pkt, const verbs::Wc &wc);

@@ -24,7 +24,7 @@ bool Ep::longread_ok(const Peer &p, uint64_t len, size_t iov_count) const
 	       iov_count <= kMaxRmaIov;
 }
 
-int Ep::longread_send(TxOp &op, uint16_t flags, uint8_t tagbit)
+int Ep::longread_send(TxOp &op, uint16_t flags)
 {
 	Peer &p = *op.peer;
 	RmaIov riov[kMaxRmaIov];
@@ -55,10 +55,8 @@ int Ep::longread_send(TxOp &op, uint16_t flags, uint8_t tagbit)
 	op.sent = op.len;
 	Pkt *pkt = tx_pkt(p, &op);
 	PktWriter w(pkt->buf, pkt->cap);
-	LongReadHdr *h = w.header<LongReadHdr>(PktType(uint8_t(PktType::LongReadMsg) + tagbit), qkey,
-					       uint16_t(flags & ~kFlagDeliveryComplete));
-	h->rtm.msg_id = op.msg_id;
-	h->rtm.tag = op.tag;
+	LongReadHdr *h = w.rtm<LongReadHdr>(PktType::LongReadMsg, op.kind == TxKind::Tagged, qkey,
+					    uint16_t(flags & ~kFlagDeliveryComplete), op.msg_id, 0, op.tag);
 	h->msg_len = op.len;
 	h->send_id = op.id;
 	h->iov_count = n;

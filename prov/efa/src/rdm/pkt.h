@@ -268,6 +268,22 @@ public:
 		b->conn = conn;
 		return h;
 	}
+	/* The fixed header H of a message's REQ (EAGER, MEDIUM, LONGCTS, LONGREAD, and VOID),
+	 * with the fields every one of them carries; `type` is the untagged member of the
+	 * family, `tagged` selects its tagged twin (the next type number). */
+	template <typename H>
+	H *rtm(PktType type, bool tagged, uint32_t conn, uint16_t flags, uint32_t msg_id, uint32_t seg_len,
+	       uint64_t tag)
+	{
+		static_assert(offsetof(H, rtm) == 0);
+		H *h = header<H>(PktType(uint8_t(type) + (tagged ? 1 : 0)), conn, flags);
+		if (h) {
+			h->rtm.msg_id = msg_id;
+			h->rtm.seg_len = seg_len;
+			h->rtm.tag = tag;
+		}
+		return h;
+	}
 	/* Optional headers, in flag-bit order: raw address, then CQ data. */
 	bool raw_addr(const RawAddr &a) { return bytes(&a, sizeof a); }
 	bool cq_data(uint64_t d) { return bytes(&d, sizeof d); }

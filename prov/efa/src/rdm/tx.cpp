@@ -124,11 +124,10 @@ ssize_t Ep::send(const SendArgs &a)
 	op->msg_id = p->next_tx_id++;
 	op->need_receipt = a.flags & FI_DELIVERY_COMPLETE;
 	const uint16_t flags = req_flags(*p) | (data ? kFlagCqData : 0) | (op->need_receipt ? kFlagDeliveryComplete : 0);
-	const uint8_t tagbit = a.tagged ? 1 : 0;
 	/* The read-based protocol, unless the buffer cannot be registered: then long-CTS
 	 * with the same message id (nothing was sent yet). */
 	if (proto == Proto::LongRead) {
-		if (!longread_send(*op, flags, tagbit))
+		if (!longread_send(*op, flags))
 			return 0;
 		proto = op->proto = Proto::LongCts;
 	}
@@ -149,10 +148,7 @@ ssize_t Ep::send(const SendArgs &a)
 	case Proto::Eager: {
 		Pkt *pkt = tx_pkt(*p, op);
 		PktWriter w(pkt->buf, pkt->cap);
-		EagerHdr *h = w.header<EagerHdr>(PktType(uint8_t(PktType::EagerMsg) + tagbit), qkey, flags);
-		h->rtm.msg_id = op->msg_id;
-		h->rtm.seg_len = uint32_t(len);
-		h->rtm.tag = a.tag;
+		w.rtm<EagerHdr>(PktType::EagerMsg, a.tagged, qkey, flags, op->msg_id, uint32_t(len), a.tag);
 		begin(w, pkt);
 		iov_to_buf(a.iov, a.count, 0, w.reserve(len), len);
 		pkt->len = uint32_t(w.size());
@@ -165,10 +161,8 @@ ssize_t Ep::send(const SendArgs &a)
 			const size_t n = std::min<uint64_t>(medium_seg, len - off);
 			Pkt *pkt = tx_pkt(*p, op);
 			PktWriter w(pkt->buf, pkt->cap);
-			MediumHdr *h = w.header<MediumHdr>(PktType(uint8_t(PktType::MediumMsg) + tagbit), qkey, flags);
-			h->rtm.msg_id = op->msg_id;
-			h->rtm.seg_len = uint32_t(n);
-			h->rtm.tag = a.tag;
+			MediumHdr *h = w.rtm<MediumHdr>(PktType::MediumMsg, a.tagged, qkey, flags, op->msg_id, uint32_t(n),
+							a.tag);
 			h->msg_len = len;
 			h->seg_off = off;
 			begin(w, pkt);
@@ -183,10 +177,8 @@ ssize_t Ep::send(const SendArgs &a)
 		const size_t first = std::min<uint64_t>(len, mtu - sizeof(LongCtsHdr) - opt);
 		Pkt *pkt = tx_pkt(*p, op);
 		PktWriter w(pkt->buf, pkt->cap);
-		LongCtsHdr *h = w.header<LongCtsHdr>(PktType(uint8_t(PktType::LongCtsMsg) + tagbit), qkey, flags);
-		h->rtm.msg_id = op->msg_id;
-		h->rtm.seg_len = uint32_t(first);
-		h->rtm.tag = a.tag;
+		LongCtsHdr *h = w.rtm<LongCtsHdr>(PktType::LongCtsMsg, a.tagged, qkey, flags, op->msg_id,
+						  uint32_t(first), a.tag);
 		h->msg_len = len;
 		h->send_id = op->id;
 		h->credits = uint32_t(credits);
@@ -399,10 +391,8 @@ void Ep::void_next(Peer &p, Pkt *pkt)
 	const auto [first, count] = p.voids.front();
 	p.voids.pop_front();
 	PktWriter w(pkt->buf, pkt->cap);
-	EagerHdr *v = w.header<EagerHdr>(PktType::EagerMsg, qkey, uint16_t(req_flags(p) | kFlagVoid));
-	v->rtm.msg_id = first;
-	v->rtm.seg_len = 0;
-	v->rtm.tag = count;
+	/* The run's length travels in the tag field (protocol.md section 11). */
+	w.rtm<EagerHdr>(PktType::EagerMsg, false, qkey, uint16_t(req_flags(p) | kFlagVoid), first, 0, count);
 	write_raw_addr(w, p);
 	pkt->len = uint32_t(w.size());
 	pkt->op = nullptr;
