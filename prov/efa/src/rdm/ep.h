@@ -368,17 +368,15 @@ struct Ep : EpBase {
 	bool enabling = false;
 	int close();
 
-	/* rdm/tx.cpp */
+	/* rdm/send.cpp: the life of a send */
 	ssize_t send(const SendArgs &a);
-	void handle_cts(Peer &p, const Parsed &pk);
-	void handle_receipt(Peer &p, const Parsed &pk);
 	void pump(TxOp &op);
 	void tx_done(Pkt *pkt, const verbs::Wc &wc);
 	void finish_tx(TxOp *op);
 	/* Reports an operation's failure (positive FI_E*) once it has nothing in flight. */
 	void fail_tx(TxOp *op, int err, uint32_t prov_errno);
 
-	/* rdm/recv.cpp */
+	/* rdm/receive.cpp: receives and arriving messages */
 	ssize_t recv(const RecvArgs &a);
 	int cancel(void *context);
 	void start_msg(Peer &p, Pkt *pkt, const Parsed &pk);
@@ -396,15 +394,32 @@ struct Ep : EpBase {
 		return p.active.find([msg_id](const MsgLink &l) { return l.m->msg_id == msg_id; });
 	}
 	void handle_data(Peer &p, const Parsed &pk);
-	bool send_cts(MsgRx &m);
 	/* LONGREAD (rdm/longread.cpp) */
 	bool longread_ok(const Peer &p, uint64_t len, size_t iov_count) const;
 	int longread_send(TxOp &op, uint16_t flags);
 	void longread_start(MsgRx &m);
 	void longread_pump(MsgRx &m);
 	void longread_read_done(Pkt *pkt, const verbs::Wc &wc);
+
+	/* rdm/pkt_ctl.cpp: the control packets, built, sent and handled */
+	bool send_handshake(Peer &p);
+	/* Work to p, not known to speak our protocol: sends the probe once, warns when the
+	 * answer is late, and returns -FI_EAGAIN (protocol.md section 12.2). */
+	ssize_t ask_protocol(Peer &p);
+	/* A probe arrived (rx_done): its sender is one of ours and gets our HANDSHAKE. */
+	void handle_probe(const RawAddr &from, const verbs::Wc &wc);
+	void handle_handshake(Peer &p, const Parsed &pk);
+	bool send_cts(MsgRx &m);
+	void handle_cts(Peer &p, const Parsed &pk);
 	bool send_eor(MsgRx &m);
 	void handle_eor(Peer &p, const Parsed &pk);
+	void handle_receipt(Peer &p, const Parsed &pk);
+	void handle_write_data(Peer &p, const Parsed &pk);
+	void handle_error(Peer &p, const Parsed &pk);
+	/* A target's answer (RECEIPT, WRITE_DATA, ERROR, ATOMRSP): sent now, or queued on
+	 * ctl_pending for progress when no transmit buffer is free. */
+	void send_ctl(Ctl c);
+	bool try_ctl(Ctl &c);
 
 	/* rdm/rma.cpp: the initiator */
 	ssize_t rma(const RmaArgs &a);
@@ -413,7 +428,6 @@ struct Ep : EpBase {
 	void post_device_rma(TxOp &op, bool write);
 	void handle_read_rsp(Peer &p, const Parsed &pk);
 	void handle_atom_rsp(Peer &p, const Parsed &pk);
-	void handle_error(Peer &p, const Parsed &pk);
 
 	/* rdm/target.cpp: the target of emulated RMA and atomics */
 	int check_rma(const RmaIov *iov, uint32_t n, uint64_t access, iovec *out);
@@ -421,10 +435,8 @@ struct Ep : EpBase {
 	void handle_read_req(Peer &p, const Parsed &pk);
 	void handle_atomic_req(Peer &p, const Parsed &pk);
 	void remote_write_imm(const verbs::Wc &wc);
-	void send_ctl(Ctl c);
-	bool try_ctl(Ctl &c);
 
-	/* rdm/rx.cpp */
+	/* rdm/arrival.cpp: every received packet */
 	void rx_done(Pkt *pkt, const verbs::Wc &wc);
 	void dispatch(Peer &p, Pkt *pkt, const Parsed &pk);
 	void ordered_req(Peer &p, Pkt *pkt, const Parsed &pk);
@@ -434,7 +446,7 @@ struct Ep : EpBase {
 	/* Whether an ordered REQ for an id ahead duplicates what is queued for that id. */
 	static bool queued_dup(const Pkt *chain, const Parsed &pk);
 
-	/* rdm/peer.cpp */
+	/* rdm/peer.cpp: peers as operations and packets meet them; progress */
 	Peer *peer_for_addr(fi_addr_t addr);
 	/* A peer that answered RNR is left alone until its backoff ends and its queue of
 	 * packets to resend is empty: new work to it waits (-FI_EAGAIN, or queued). */
@@ -458,7 +470,6 @@ struct Ep : EpBase {
 		return p.next_tx_id - oldest >= reach;
 	}
 	void void_ids(Peer &p, Pkt *pkt, uint32_t id);
-	void handle_write_data(Peer &p, const Parsed &pk);
 	void void_next(Peer &p, Pkt *pkt);
 	Peer *peer_from_wc(const verbs::Wc &wc, const Parsed &pk);
 	/* The same from the connection id and the address a packet carries (`what`: its kind, for the log). */
@@ -528,13 +539,6 @@ struct Ep : EpBase {
 	/* A work request to the peer of `pkt` came back from the device. */
 	void unpost(Peer *p);
 	void link_msg(Peer &p, MsgRx &m) { m.plink.m = &m; p.msgs.push_back(&m.plink); }
-	bool send_handshake(Peer &p);
-	/* Work to p, not known to speak our protocol: sends the probe once, warns when the
-	 * answer is late, and returns -FI_EAGAIN (protocol.md section 12.2). */
-	ssize_t ask_protocol(Peer &p);
-	/* A probe arrived (rx_done): its sender is one of ours and gets our HANDSHAKE. */
-	void handle_probe(const RawAddr &from, const verbs::Wc &wc);
-	void handle_handshake(Peer &p, const Parsed &pk);
 	void progress();
 	/* Packets: a transmit buffer with the base header's fields filled by the caller. */
 	Pkt *tx_pkt(Peer &p, TxOp *op);
@@ -553,7 +557,6 @@ struct Ep : EpBase {
 	void report_error(Cq *cq, void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &text,
 			  uint64_t len = 0, uint64_t olen = 0, void *buf = nullptr, uint64_t data = 0, uint64_t tag = 0);
 };
-
 
 extern fi_ops_msg g_msg_ops;
 extern fi_ops_tagged g_tagged_ops;

@@ -69,17 +69,6 @@ int Ep::longread_send(TxOp &op, uint16_t flags)
 	return 0;
 }
 
-void Ep::handle_eor(Peer &p, const Parsed &pk)
-{
-	TxOp *op = tx_ids.find(pk.as<EorHdr>().send_id);
-	if (!op || op->peer != &p || op->proto != Proto::LongRead || op->got_receipt) {
-		dropped_unknown++;
-		return;
-	}
-	op->got_receipt = true;
-	finish_tx(op);
-}
-
 namespace {
 
 /* Bytes the receiver reads: what fits its buffer (none when discarded). */
@@ -178,24 +167,6 @@ void Ep::longread_read_done(Pkt *pkt, const verbs::Wc &wc)
 	m.received = m.msg_len;
 	if (send_eor(m))
 		finish_msg(&m);
-}
-
-bool Ep::send_eor(MsgRx &m)
-{
-	Pkt *pkt = tx_pkt(*m.peer, nullptr);
-	if (!pkt) {
-		m.owes_eor = true;
-		if (!m.on_list())
-			rx_pending.push_back(&m);
-		return false;
-	}
-	m.owes_eor = false;
-	PktWriter w(pkt->buf, pkt->cap);
-	EorHdr *h = w.header<EorHdr>(PktType::Eor, qkey);
-	h->send_id = m.send_id;
-	pkt->len = uint32_t(w.size());
-	post(pkt);
-	return true;
 }
 
 } // namespace efa::rdm

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * Peers (docs/protocol.md sections 2, 4 and 11): who sent a packet, the handshake,
- * whether a packet may go to its peer (post), and the endpoint's progress.
+ * Peers (docs/protocol.md sections 2 and 11) as the endpoint uses them (the table itself:
+ * peer_table.h): the peer of an operation and of a packet, whether a packet may go to
+ * its peer (post), and the endpoint's progress. The handshake: pkt_ctl.cpp.
  */
 #include "rdm/ep.h"
 
@@ -142,81 +143,6 @@ Peer *Ep::peer_from_src(const verbs::Wc &wc, uint32_t conn, const RawAddr *ra, c
 	dropped_unknown++;
 	EFA_DBG(EpData, "%s from QP %u (AHN %u, conn %#x): unknown sender, dropped", what, wc.src_qp, wc.slid, conn);
 	return nullptr;
-}
-
-/* ------------------------------------------------------------------ handshake */
-
-bool Ep::send_handshake(Peer &p)
-{
-	p.hs_sent = true;
-	Pkt *pkt = tx_pkt(p, nullptr);
-	if (!pkt) {
-		p.hs_owed = true;
-		io.mark_busy(p);
-		return false;
-	}
-	p.hs_owed = false;
-	pkt->len = uint32_t(write_handshake(pkt->buf, pkt->cap, own_handshake()));
-	post(pkt);
-	return true;
-}
-
-ssize_t Ep::ask_protocol(Peer &p)
-{
-	const uint64_t now = now_ns();
-	if (!p.asked_at) {
-		Pkt *pkt = tx_pkt(p, nullptr);
-		if (!pkt)
-			return -FI_EAGAIN;
-		pkt->len = uint32_t(write_probe(pkt->buf, pkt->cap, self_addr()));
-		p.asked_at = now;
-		EFA_INFO(EpData, "%s (fi_addr %lu): its address does not say it speaks this provider's RDM protocol "
-			 "(names from fi_getname do; text and node/service addresses and other providers' names "
-			 "do not): asking it first; work to it waits for the answer",
-			 addr_to_string(p.raw).c_str(), (unsigned long)p.addr);
-		post(pkt);
-	} else if (!p.asked_warned && now - p.asked_at > kAskWarnNs) {
-		p.asked_warned = true;
-		EFA_WARN(EpData, "%s (fi_addr %lu) has not said which RDM protocol it speaks %lu s after we asked: "
-			 "sends, RMA and atomics to it return -FI_EAGAIN until it does. It answers once its "
-			 "endpoint is enabled and progressed; insert the name its fi_getname returns to skip "
-			 "the question",
-			 addr_to_string(p.raw).c_str(), (unsigned long)p.addr, (unsigned long)(kAskWarnNs / 1000000000));
-	}
-	return -FI_EAGAIN;
-}
-
-void Ep::handle_probe(const RawAddr &from, const verbs::Wc &wc)
-{
-	Peer *p = peer_from_src(wc, from.qkey, &from, "protocol probe");
-	if (!p || p->foreign || p->replaced || p->released)
-		return;
-	p->speaks_ours = true;
-	peer_heard(*p);
-	/* The answer: a HANDSHAKE of ours, also when one went out before (the asker waits
-	 * for a packet of ours that comes after its question). */
-	send_handshake(*p);
-}
-
-void Ep::handle_handshake(Peer &p, const Parsed &pk)
-{
-	HandshakeInfo hs;
-	const ParseError e = decode_handshake(pk, hs);
-	if (e != ParseError::None) {
-		/* Not trusted: the peer stays without features (baseline protocols only). */
-		dropped_malformed++;
-		if (!warned_malformed) {
-			warned_malformed = true;
-			EFA_WARN(EpData, "malformed HANDSHAKE from %s: %s; dropped (peers must run the same protocol "
-				 "version; further malformed packets are counted, not logged)",
-				 addr_to_string(p.raw).c_str(), parse_error_str(e));
-		}
-		return;
-	}
-	p.hs_got = true;
-	p.features = hs.features;
-	p.max_payload = hs.max_payload;
-	p.rx_window = hs.rx_window;
 }
 
 /* ------------------------------------------------------------------ posting */

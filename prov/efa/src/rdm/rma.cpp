@@ -324,19 +324,6 @@ void Ep::handle_atom_rsp(Peer &p, const Parsed &pk)
 	finish_tx(op);
 }
 
-void Ep::handle_error(Peer &p, const Parsed &pk)
-{
-	const ErrorHdr &h = pk.as<ErrorHdr>();
-	TxOp *op = tx_ids.find(h.op_id);
-	if (!op || op->peer != &p) {
-		dropped_unknown++;
-		return;
-	}
-	EFA_DBG(EpData, "%s refused an operation: %s", addr_to_string(p.raw).c_str(), fi_strerror(int(h.err)));
-	op->window = 0;
-	fail_tx(op, int(h.err), uint32_t(EfaStatus::TARGET_REFUSED));
-}
-
 /* ------------------------------------------------------------------ fi_rma / fi_atomic entry points */
 
 namespace {

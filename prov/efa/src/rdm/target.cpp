@@ -3,8 +3,8 @@
  * The target of emulated RMA and atomics (docs/protocol.md section 9): every remote
  * iov is checked against this domain's registered memory (key, bounds, access) before
  * a byte is touched; a violation is answered with ERROR and logged, never written.
- * Also the target side of device writes with immediate data, and the control packets
- * that wait for a transmit buffer.
+ * Also the target side of device writes with immediate data. Its answers (ERROR,
+ * ATOMRSP, RECEIPT, WRITE_DATA) are built in pkt_ctl.cpp.
  */
 #include "rdm/ep.h"
 
@@ -149,68 +149,6 @@ void Ep::remote_write_imm(const verbs::Wc &wc)
 	if (wc.slid != 0xffff)
 		src = av->reverse_lookup(wc.slid, wc.src_qp);
 	rx_cq->push(e, src);
-}
-
-/* The remote CQ data of a device write from p (protocol.md section 9): it arrived in one
- * of our receive packets, which hold a CQ entry each, so no peer can overrun the CQ. */
-void Ep::handle_write_data(Peer &p, const Parsed &pk)
-{
-	count(kCntrRemoteWrite, true);
-	if (!rx_cq)
-		return;
-	fi_cq_tagged_entry e{};
-	e.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
-	e.data = pk.cq_data & 0xffffffffu; /* cq_data_size is 4 */
-	e.len = size_t(pk.as<WriteDataHdr>().len);
-	rx_cq->push(e, p.addr);
-}
-
-/* ------------------------------------------------------------------ control packets */
-
-bool Ep::try_ctl(Ctl &c)
-{
-	Pkt *pkt = tx_pkt(*c.peer, nullptr);
-	if (!pkt)
-		return false;
-	PktWriter w(pkt->buf, pkt->cap);
-	switch (c.type) {
-	case PktType::Receipt: {
-		ReceiptHdr *h = w.header<ReceiptHdr>(PktType::Receipt, qkey);
-		h->send_id = c.a;
-		h->msg_id = c.b;
-		break;
-	}
-	case PktType::WriteData: {
-		WriteDataHdr *h = w.header<WriteDataHdr>(PktType::WriteData, qkey, kFlagCqData);
-		h->len = c.len;
-		w.cq_data(c.data);
-		break;
-	}
-	case PktType::Error: {
-		ErrorHdr *h = w.header<ErrorHdr>(PktType::Error, qkey);
-		h->op_id = c.a;
-		h->msg_id = c.b;
-		h->err = c.err;
-		break;
-	}
-	default: {
-		RspHdr *h = w.header<RspHdr>(PktType::AtomRsp, qkey);
-		h->recv_id = c.a;
-		h->seg_len = uint32_t(c.payload.size());
-		w.bytes(c.payload.data(), c.payload.size());
-		break;
-	}
-	}
-	pkt->len = uint32_t(w.size());
-	post(pkt);
-	return true;
-}
-
-void Ep::send_ctl(Ctl c)
-{
-	/* Keep the order of answers: nothing overtakes what already waits. */
-	if (!ctl_pending.empty() || !try_ctl(c))
-		ctl_pending.push_back(std::move(c));
 }
 
 } // namespace efa::rdm

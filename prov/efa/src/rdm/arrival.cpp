@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * Packet arrival: every received packet is checked (pkt.h's parse), its sender found
- * (peer.cpp), ordered requests pass the peer's reorder buffer (protocol.md section 7),
+ * (peer.cpp, peer_table.h), ordered requests pass the peer's reorder buffer (protocol.md section 7),
  * and the packet goes to its handler. The device receive buffer is reposted at once;
  * what must outlive it is copied.
  */

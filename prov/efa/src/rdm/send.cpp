@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The sending side of messages (docs/protocol.md section 8): protocol selection, the
- * EAGER, MEDIUM and LONGCTS requests, DATA under clear-to-send windows, receipts, and
- * the completion of transmit operations.
+ * The life of a send operation (docs/protocol.md section 8): protocol selection, the
+ * EAGER, MEDIUM and LONGCTS requests, DATA under clear-to-send windows, the device's
+ * verdict on each packet (RNR, peer gone), VOID runs (FI_RM_DISABLED), and the
+ * completion or failure of transmit operations. Control packets: pkt_ctl.cpp.
  */
 #include "rdm/ep.h"
 
@@ -193,19 +194,6 @@ ssize_t Ep::send(const SendArgs &a)
 	return 0;
 }
 
-void Ep::handle_cts(Peer &p, const Parsed &pk)
-{
-	const CtsHdr &h = pk.as<CtsHdr>();
-	TxOp *op = tx_ids.find(h.send_id);
-	if (!op || op->peer != &p || op->err) {
-		dropped_unknown++;
-		return;
-	}
-	op->peer_id = h.recv_id;
-	op->window += h.window;
-	pump(*op);
-}
-
 void Ep::pump(TxOp &op)
 {
 	const size_t seg_max = mtu - sizeof(DataHdr);
@@ -233,30 +221,6 @@ void Ep::pump(TxOp &op)
 		tx_pending.push_back(&op);
 	else if (!more && op.on_list())
 		tx_pending.unlink(&op);
-}
-
-void Ep::handle_receipt(Peer &p, const Parsed &pk)
-{
-	/* Requests with an id (long-CTS messages, emulated RMA, atomics) are answered by it;
-	 * one-packet messages by their message id. */
-	const ReceiptHdr &h = pk.as<ReceiptHdr>();
-	TxOp *op = nullptr;
-	if (h.send_id) {
-		op = tx_ids.find(h.send_id);
-		if (op && (op->peer != &p || !op->need_receipt || op->got_receipt))
-			op = nullptr;
-	} else {
-		if (TxLink *l = p.receipts.find([&](const TxLink &t) { return t.op->msg_id == h.msg_id; })) {
-			op = l->op;
-			p.receipts.unlink(l);
-		}
-	}
-	if (!op) {
-		dropped_unknown++;
-		return;
-	}
-	op->got_receipt = true;
-	finish_tx(op);
 }
 
 void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)

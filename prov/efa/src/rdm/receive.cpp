@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * The receiving side of messages (docs/protocol.md sections 8 and 10): posted receives
- * and unexpected messages, their matching, placing data, clear-to-send windows,
- * receipts, FI_PEEK / FI_CLAIM / FI_DISCARD, FI_MULTI_RECV and fi_cancel.
+ * and unexpected messages, their matching, placing data, reassembly, FI_PEEK / FI_CLAIM
+ * / FI_DISCARD, FI_MULTI_RECV, fi_cancel, and the completion of a message. Packets
+ * reach it from arrival.cpp; the CTS and RECEIPT it sends are built in pkt_ctl.cpp.
  */
 #include "rdm/ep.h"
 
@@ -341,32 +342,6 @@ void Ep::advance_msg(MsgRx *m)
 		send_cts(*m);
 	if (m->received >= m->msg_len)
 		finish_msg(m);
-}
-
-bool Ep::send_cts(MsgRx &m)
-{
-	Pkt *pkt = tx_pkt(*m.peer, nullptr);
-	if (!pkt) {
-		m.owes_cts = true;
-		if (!m.on_list())
-			rx_pending.push_back(&m);
-		return false;
-	}
-	m.owes_cts = false;
-	if (!m.has_id) {
-		m.id = rx_ids.add(&m);
-		m.has_id = true;
-	}
-	const uint64_t window = std::min<uint64_t>(m.msg_len - m.granted, credits * (mtu - sizeof(DataHdr)));
-	PktWriter w(pkt->buf, pkt->cap);
-	CtsHdr *h = w.header<CtsHdr>(PktType::Cts, qkey);
-	h->send_id = m.send_id;
-	h->recv_id = m.id;
-	h->window = window;
-	pkt->len = uint32_t(w.size());
-	m.granted += window;
-	post(pkt);
-	return true;
 }
 
 void Ep::handle_data(Peer &p, const Parsed &pk)
