@@ -158,6 +158,29 @@ struct TxOp : IListNode<TxOp> {
 	/* LONGREAD: registrations of iovs whose descriptor grants no remote read. */
 	verbs::Mr reg[kMaxRmaIov];
 	TxLink rlink; /* on peer->receipts while it waits for one */
+
+	/* What every operation records when it starts: its kind, peer and the call's
+	 * context, flags and completion entry flags (`completion`: whether it reports one). */
+	void start(TxKind k, Peer *p, fi_addr_t dest, void *ctx, uint64_t op_flags, uint64_t entry_flags,
+		   bool wants_completion)
+	{
+		kind = k;
+		peer = p;
+		addr = dest;
+		context = ctx;
+		flags = op_flags;
+		cq_flags = entry_flags;
+		completion = wants_completion;
+	}
+	/* The local buffers of a send or RMA (count <= kMaxRmaIov, checked by the caller). */
+	void set_iov(const iovec *v, void **d, size_t count, uint64_t total)
+	{
+		std::copy(v, v + count, iov);
+		if (d)
+			std::copy(d, d + count, desc);
+		iov_count = count;
+		len = total;
+	}
 };
 
 struct RxOp : IListNode<RxOp> {
@@ -176,6 +199,20 @@ struct RxOp : IListNode<RxOp> {
 	uint64_t used = 0;
 	uint32_t msgs = 0;     /* messages placed in it and not completed */
 	bool released = false; /* left the posted list */
+
+	/* What every receive records from its call (`tag`, `ignore`, `src` and FI_MULTI_RECV
+	 * are the caller's). */
+	void start(bool is_tagged, void *ctx, uint64_t op_flags, bool wants_completion, const iovec *v, size_t count,
+		   uint64_t total)
+	{
+		tagged = is_tagged;
+		context = ctx;
+		flags = op_flags;
+		completion = wants_completion;
+		std::copy(v, v + count, iov);
+		iov_count = count;
+		cap = total;
+	}
 };
 
 struct MsgRx : IListNode<MsgRx> {

@@ -52,18 +52,12 @@ ssize_t Ep::recv(const RecvArgs &a)
 	RxOp *r = rxops.get();
 	if (!r)
 		return -FI_EAGAIN;
-	r->tagged = a.tagged;
+	r->start(a.tagged, a.context, a.flags, rx_completion(a.flags), a.iov, a.count, iov_total(a.iov, a.count));
 	r->src = directed ? a.src : FI_ADDR_UNSPEC;
 	if (r->src != FI_ADDR_UNSPEC)
 		adopt_pending(); /* a sender met before it was inserted may be r->src now */
 	r->tag = a.tag;
 	r->ignore = a.ignore;
-	r->context = a.context;
-	r->flags = a.flags;
-	r->completion = rx_completion(a.flags);
-	std::copy(a.iov, a.iov + a.count, r->iov);
-	r->iov_count = a.count;
-	r->cap = iov_total(a.iov, a.count);
 	r->multi = multi;
 	/* Messages that arrived first, oldest first. */
 	while (MsgRx *m = match.find_unexpected(r->tagged, r->src, r->tag, r->ignore)) {
@@ -102,13 +96,7 @@ ssize_t Ep::peek(const RecvArgs &a)
 		RxOp *r = rxops.get();
 		if (!r)
 			return -FI_EAGAIN;
-		r->tagged = tagged;
-		r->context = a.context;
-		r->flags = a.flags;
-		r->completion = rx_completion(a.flags);
-		std::copy(a.iov, a.iov + a.count, r->iov);
-		r->iov_count = a.count;
-		r->cap = iov_total(a.iov, a.count);
+		r->start(tagged, a.context, a.flags, rx_completion(a.flags), a.iov, a.count, iov_total(a.iov, a.count));
 		bind_msg(*m, r);
 		advance_msg(m);
 		return 0;

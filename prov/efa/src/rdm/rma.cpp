@@ -125,18 +125,9 @@ ssize_t Ep::rma(const RmaArgs &args)
 	TxOp *op = txops.get();
 	if (!op)
 		return -FI_EAGAIN;
-	op->kind = a.write ? TxKind::Write : TxKind::Read;
-	op->peer = p;
-	op->addr = a.dest;
-	op->context = a.context;
-	op->flags = a.flags;
-	op->cq_flags = FI_RMA | (a.write ? FI_WRITE : FI_READ);
-	op->completion = !inject && tx_completion(a.flags);
-	std::copy(a.iov, a.iov + a.count, op->iov);
-	if (a.desc)
-		std::copy(a.desc, a.desc + a.count, op->desc);
-	op->iov_count = a.count;
-	op->len = len;
+	op->start(a.write ? TxKind::Write : TxKind::Read, p, a.dest, a.context, a.flags,
+		  FI_RMA | (a.write ? FI_WRITE : FI_READ), !inject && tx_completion(a.flags));
+	op->set_iov(a.iov, a.desc, a.count, len);
 	op->data = a.data;
 	op->rma[0] = a.rma[0];
 	op->rma_count = 1;
@@ -263,14 +254,9 @@ ssize_t Ep::atomic(const AtomicArgs &a)
 		return -FI_EAGAIN;
 	if (!p->hs_sent)
 		send_handshake(*p);
-	op->kind = TxKind::Atomic;
+	op->start(TxKind::Atomic, p, a.dest, a.context, a.flags,
+		  FI_ATOMIC | (a.kind == AtomicKind::Write ? FI_WRITE : FI_READ), !inject && tx_completion(a.flags));
 	op->proto = Proto::EmuAtomic;
-	op->peer = p;
-	op->addr = a.dest;
-	op->context = a.context;
-	op->flags = a.flags;
-	op->cq_flags = FI_ATOMIC | (a.kind == AtomicKind::Write ? FI_WRITE : FI_READ);
-	op->completion = !inject && tx_completion(a.flags);
 	op->aop = a.op;
 	op->adt = a.dt;
 	if (a.kind == AtomicKind::Write) {

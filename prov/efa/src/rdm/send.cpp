@@ -107,19 +107,10 @@ ssize_t Ep::send(const SendArgs &a)
 	if (!p->hs_sent)
 		send_handshake(*p);
 
-	op->kind = a.tagged ? TxKind::Tagged : TxKind::Msg;
+	op->start(a.tagged ? TxKind::Tagged : TxKind::Msg, p, a.dest, a.context, a.flags,
+		  FI_SEND | (a.tagged ? FI_TAGGED : FI_MSG), !inject && tx_completion(a.flags));
 	op->proto = proto;
-	op->peer = p;
-	op->addr = a.dest;
-	op->context = a.context;
-	op->flags = a.flags;
-	op->cq_flags = FI_SEND | (a.tagged ? FI_TAGGED : FI_MSG);
-	op->completion = !inject && tx_completion(a.flags);
-	std::copy(a.iov, a.iov + a.count, op->iov);
-	if (a.desc)
-		std::copy(a.desc, a.desc + a.count, op->desc);
-	op->iov_count = a.count;
-	op->len = len;
+	op->set_iov(a.iov, a.desc, a.count, len);
 	op->tag = a.tag;
 	op->data = a.data;
 	op->msg_id = p->next_tx_id++;
