@@ -169,10 +169,11 @@ bool Ep::queued_dup(const Pkt *chain, const Parsed &pk)
 void Ep::process_req(Peer &p, Pkt *pkt, const Parsed &pk)
 {
 	/* Later segments of a medium message whose first one started it. */
-	if ((pk.type == PktType::MediumMsg || pk.type == PktType::MediumTag) &&
-	    active_msg(p, pk.as<RtmHdr>().msg_id)) {
-		route_segment(p, *pkt, pk);
-		return;
+	if (pk.type == PktType::MediumMsg || pk.type == PktType::MediumTag) {
+		if (MsgLink *l = active_msg(p, pk.as<RtmHdr>().msg_id)) {
+			add_segment(*l->m, *pkt, pk);
+			return;
+		}
 	}
 	if (pk.type == PktType::AtomicReq)
 		handle_atomic_req(p, pk);

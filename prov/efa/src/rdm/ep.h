@@ -424,7 +424,10 @@ struct Ep : EpBase {
 	void drain_held(MsgRx &m);
 	void advance_msg(MsgRx *m);
 	void finish_msg(MsgRx *m);
+	/* A MEDIUM segment of a message already started (dropped as a duplicate if none is). */
 	void route_segment(Peer &p, const Pkt &pkt, const Parsed &pk);
+	/* A MEDIUM segment of m: taken once, held until m is matched, else placed. */
+	void add_segment(MsgRx &m, const Pkt &pkt, const Parsed &pk);
 	/* The medium message with id `msg_id` p is sending us, if one is being reassembled. */
 	static MsgLink *active_msg(const Peer &p, uint32_t msg_id)
 	{

@@ -227,19 +227,23 @@ void Ep::route_segment(Peer &p, const Pkt &pkt, const Parsed &pk)
 		dropped_dup++;
 		return;
 	}
-	MsgRx *m = l->m;
-	if (!take_segment(*m, pk)) {
+	add_segment(*l->m, pkt, pk);
+}
+
+void Ep::add_segment(MsgRx &m, const Pkt &pkt, const Parsed &pk)
+{
+	if (!take_segment(m, pk)) {
 		/* A segment already taken: counting its bytes twice would complete the message
 		 * while another segment is missing. */
 		dropped_dup++;
 		return;
 	}
-	if (!m->bound) {
-		m->held.push_back(io.copy_of(pkt)); /* not matched yet */
+	if (!m.bound) {
+		m.held.push_back(io.copy_of(pkt)); /* not matched yet */
 		return;
 	}
-	place(*m, pk);
-	advance_msg(m);
+	place(m, pk);
+	advance_msg(&m);
 }
 
 bool Ep::take_segment(MsgRx &m, const Parsed &pk)
