@@ -368,7 +368,7 @@ int main(int argc, char **argv)
 	parse_options(argc, argv, "every valid atomic operation and datatype, results verified");
 	Fabric fab(FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
 	Ctl ctl;
-	Endpoint ep(fab);
+	Endpoint ep(fab, ep_spec(fab));
 	fi_addr_t peer = ctl.exchange_names(fab, ep);
 	Table mine = query(fab, ep);
 	int n_valid = 0;
@@ -425,16 +425,16 @@ int main(int argc, char **argv)
 					fi_datatype dt = dts[d];
 					fi_op o = fi_op(op);
 					if (k == BASE)
-						RDM_POST(fi_atomic(ep, src, size_t(n), local.desc(), peer, addr,
+						FT_POST(fi_atomic(ep, src, size_t(n), local.desc(), peer, addr,
 								   rmr.key, dt, o, &ctx));
 					else if (k == FETCH)
-						RDM_POST(fi_fetch_atomic(
+						FT_POST(fi_fetch_atomic(
 							ep, op == FI_ATOMIC_READ && read_null ? nullptr : src,
 							size_t(n),
 							op == FI_ATOMIC_READ && read_null ? nullptr : local.desc(), res,
 							local.desc(), peer, addr, rmr.key, dt, o, &ctx));
 					else
-						RDM_POST(fi_compare_atomic(ep, src, size_t(n), local.desc(),
+						FT_POST(fi_compare_atomic(ep, src, size_t(n), local.desc(),
 									   cmp, local.desc(), res,
 									   local.desc(), peer, addr,
 									   rmr.key, dt, o, &ctx));

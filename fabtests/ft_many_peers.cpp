@@ -60,11 +60,10 @@ int main(int argc, char **argv)
 	Ctl ctl;
 
 	if (opts.client) {
-		bool readfrom = src;
-		Cq shared_tx(fab, "shared tx cq", readfrom), shared_rx(fab, "shared rx cq", readfrom);
+		Cq shared_tx(fab, cq_spec(fab), "shared tx cq"), shared_rx(fab, cq_spec(fab), "shared rx cq");
 		std::vector<std::unique_ptr<Endpoint>> eps;
 		for (int r = 0; r < n; r++) {
-			EpSpec spec;
+			EpSpec spec = ep_spec(fab);
 			if (r >= n / 2) {
 				spec.shared_tx = &shared_tx;
 				spec.shared_rx = &shared_rx;
@@ -81,16 +80,16 @@ int main(int argc, char **argv)
 		for (int r = 0; r < n; r++) {
 			uint8_t *rp = rbuf.data() + size_t(r) * stride;
 			memset(rp, canary, reply_len(r) + 64);
-			RDM_POST(fi_trecv(*eps[size_t(r)], rp, reply_len(r) + 64, rbuf.desc(), server,
+			FT_POST(fi_trecv(*eps[size_t(r)], rp, reply_len(r) + 64, rbuf.desc(), server,
 					  reply_tag + uint64_t(r), 0, &rctx[size_t(r)]));
 			uint8_t *sp = sbuf.data() + size_t(r) * stride;
 			fill_pattern(sp, req_len(r), uint32_t(r));
 			if (cq_data)
-				RDM_POST(fi_tsenddata(*eps[size_t(r)], sp, req_len(r), sbuf.desc(),
+				FT_POST(fi_tsenddata(*eps[size_t(r)], sp, req_len(r), sbuf.desc(),
 						      data_of(r, false), server, req_tag + uint64_t(r),
 						      &sctx[size_t(r)]));
 			else
-				RDM_POST(fi_tsend(*eps[size_t(r)], sp, req_len(r), sbuf.desc(), server,
+				FT_POST(fi_tsend(*eps[size_t(r)], sp, req_len(r), sbuf.desc(), server,
 						  req_tag + uint64_t(r), &sctx[size_t(r)]));
 		}
 		for (int r = 0; r < n; r++) {
@@ -122,7 +121,7 @@ int main(int argc, char **argv)
 	}
 
 	/* server */
-	Endpoint ep(fab);
+	Endpoint ep(fab, ep_spec(fab));
 	uint32_t nc = ctl.get<uint32_t>();
 	FT_CHECK(int(nc) == n, "the client has %u endpoints, the server expects -N %d", nc, n);
 	std::vector<std::vector<uint8_t>> names;
@@ -158,7 +157,7 @@ int main(int argc, char **argv)
 	for (int r = 0; r < n; r++) {
 		uint8_t *rp = rbuf.data() + size_t(r) * stride;
 		memset(rp, canary, req_len(r) + 64);
-		RDM_POST(fi_trecv(ep, rp, req_len(r) + 64, rbuf.desc(), FI_ADDR_UNSPEC,
+		FT_POST(fi_trecv(ep, rp, req_len(r) + 64, rbuf.desc(), FI_ADDR_UNSPEC,
 				  req_tag + uint64_t(r), 0, &rctx[size_t(r)]));
 	}
 	ctl.sync("posted");
@@ -195,10 +194,10 @@ int main(int argc, char **argv)
 		uint8_t *sp = sbuf.data() + size_t(r) * stride;
 		fill_pattern(sp, reply_len(r), uint32_t(1000 + r));
 		if (cq_data)
-			RDM_POST(fi_tsenddata(ep, sp, reply_len(r), sbuf.desc(), data_of(r, true), to,
+			FT_POST(fi_tsenddata(ep, sp, reply_len(r), sbuf.desc(), data_of(r, true), to,
 					      reply_tag + uint64_t(r), &sctx[size_t(r)]));
 		else
-			RDM_POST(fi_tsend(ep, sp, reply_len(r), sbuf.desc(), to, reply_tag + uint64_t(r),
+			FT_POST(fi_tsend(ep, sp, reply_len(r), sbuf.desc(), to, reply_tag + uint64_t(r),
 					  &sctx[size_t(r)]));
 		served++;
 	}

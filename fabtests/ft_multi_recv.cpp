@@ -66,20 +66,19 @@ int main(int argc, char **argv)
 	request_order(fab, FI_ORDER_SAS);
 	Ctl ctl;
 	const bool cq_data = fab.cq_data_size() > 0;
-	Endpoint ep(fab, {.before_enable = [](fid_ep *e) {
-			      if (!opts.server)
-				      return;
-			      size_t v = min_multi;
-			      FT_CALL(fi_setopt(&e->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v,
-						sizeof v));
-			      size_t got = 0, len = sizeof got;
-			      FT_CALL(fi_getopt(&e->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &got,
-						&len));
-			      FT_CHECK(got == min_multi && len == sizeof got,
-				       "fi_getopt(FI_OPT_MIN_MULTI_RECV) gave %zu (len %zu) after "
-				       "setting %zu",
-				       got, len, min_multi);
-		      }});
+	EpSpec spec = ep_spec(fab);
+	spec.before_enable = [](fid_ep *e) {
+		if (!opts.server)
+			return;
+		size_t v = min_multi;
+		FT_CALL(fi_setopt(&e->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v, sizeof v));
+		size_t got = 0, len = sizeof got;
+		FT_CALL(fi_getopt(&e->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &got, &len));
+		FT_CHECK(got == min_multi && len == sizeof got,
+			 "fi_getopt(FI_OPT_MIN_MULTI_RECV) gave %zu (len %zu) after setting %zu",
+			 got, len, min_multi);
+	};
+	Endpoint ep(fab, spec);
 	fi_addr_t peer = ctl.exchange_names(fab, ep);
 	const bool sas = has_order(fab, FI_ORDER_SAS);
 	if (!sas)
@@ -100,13 +99,13 @@ int main(int argc, char **argv)
 			uint8_t *p = sbuf.data() + 256 * i;
 			fill_msg(p, i);
 			if (cq_data && data_of(i)) {
-				RDM_POST(fi_senddata(ep, p, len_of(i), sbuf.desc(), data_val(i), peer,
+				FT_POST(fi_senddata(ep, p, len_of(i), sbuf.desc(), data_val(i), peer,
 						     &ctx[size_t(i)]));
 			} else if (i % 7 == 3 && len_of(i) <= fab.inject_size()) {
-				RDM_POST(fi_inject(ep, p, len_of(i), peer));
+				FT_POST(fi_inject(ep, p, len_of(i), peer));
 				injected[size_t(i)] = true;
 			} else {
-				RDM_POST(fi_send(ep, p, len_of(i), sbuf.desc(), peer, &ctx[size_t(i)]));
+				FT_POST(fi_send(ep, p, len_of(i), sbuf.desc(), peer, &ctx[size_t(i)]));
 			}
 		}
 		for (int i = 0; i < n_msgs; i++)
@@ -124,7 +123,7 @@ int main(int argc, char **argv)
 		iovec iov{base, cap};
 		void *desc = rbuf.desc();
 		fi_msg m{&iov, &desc, 1, FI_ADDR_UNSPEC, ctx, 0};
-		RDM_POST(fi_recvmsg(ep, &m, FI_MULTI_RECV));
+		FT_POST(fi_recvmsg(ep, &m, FI_MULTI_RECV));
 	}
 	ctl.sync("posted");
 

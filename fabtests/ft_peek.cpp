@@ -62,7 +62,7 @@ struct Server {
 		if (!sas)
 			return;
 		fi_context2 ctx{};
-		RDM_POST(fi_trecv(ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, mtag, 0, &ctx));
+		FT_POST(fi_trecv(ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, mtag, 0, &ctx));
 		Entry e = ep.rx().wait(&ctx, "the marker of " + step);
 		FT_CHECK(e.len == 0 && e.tag == mtag, "%s: marker entry %s", step.c_str(),
 			 e.describe().c_str());
@@ -76,7 +76,7 @@ struct Server {
 		void *desc = buf.desc();
 		fi_msg_tagged m{p ? &iov : nullptr, p ? &desc : nullptr, size_t(p ? 1 : 0),
 				FI_ADDR_UNSPEC, tag, 0, ctx, 0};
-		RDM_POST(fi_trecvmsg(ep, &m, flags));
+		FT_POST(fi_trecvmsg(ep, &m, flags));
 		return ep.rx().wait_any(ctx, what);
 	}
 
@@ -194,17 +194,17 @@ void client_step(Ctl &ctl, Fabric &fab, Endpoint &ep, fi_addr_t peer, Buffer &sb
 		const Send &s = sends[i];
 		fill_pattern(sbuf.data() + off, s.len, s.seed);
 		if (s.data)
-			RDM_POST(fi_tsenddata(ep, sbuf.data() + off, s.len, sbuf.desc(),
+			FT_POST(fi_tsenddata(ep, sbuf.data() + off, s.len, sbuf.desc(),
 					      fab.cq_data(s.seed), peer, s.tag, &ctx[i]));
 		else
-			RDM_POST(fi_tsend(ep, sbuf.data() + off, s.len, sbuf.desc(), peer, s.tag,
+			FT_POST(fi_tsend(ep, sbuf.data() + off, s.len, sbuf.desc(), peer, s.tag,
 					  &ctx[i]));
 		off += s.len;
 	}
 	fi_context2 mctx{};
 	bool sas = has_order(fab, FI_ORDER_SAS);
 	if (sas)
-		RDM_POST(fi_tsend(ep, nullptr, 0, nullptr, peer, mtag, &mctx));
+		FT_POST(fi_tsend(ep, nullptr, 0, nullptr, peer, mtag, &mctx));
 	ctl.notify("sent " + step);
 	if (sas)
 		ep.tx().wait(&mctx, step + ": the marker");
@@ -231,7 +231,7 @@ int main(int argc, char **argv)
 	Fabric fab(FI_TAGGED | FI_SEND | FI_RECV, FI_MSG | FI_SOURCE);
 	request_order(fab, FI_ORDER_SAS);
 	Ctl ctl;
-	Endpoint ep(fab);
+	Endpoint ep(fab, ep_spec(fab));
 	fi_addr_t peer = ctl.exchange_names(fab, ep);
 	const bool data = fab.cq_data_size() > 0;
 	const size_t big = std::min<size_t>(fab.max_msg_size(), (1u << 20) + 7);
@@ -360,13 +360,13 @@ int main(int argc, char **argv)
 	/* cancel */
 	{
 		fi_context2 t{}, u{};
-		RDM_POST(fi_trecv(ep, s.buf.data(), 4096, s.buf.desc(), FI_ADDR_UNSPEC, P + 7, 0, &t));
+		FT_POST(fi_trecv(ep, s.buf.data(), 4096, s.buf.desc(), FI_ADDR_UNSPEC, P + 7, 0, &t));
 		FT_EXPECT_RC(fi_cancel(&ep.ep()->fid, &t), 0);
 		Entry e = ep.rx().wait_error(&t, "the cancelled tagged receive");
 		FT_CHECK(e.err == FI_ECANCELED, "cancelled receive: err %d (%s), expected FI_ECANCELED",
 			 e.err, fi_strerror(e.err));
 		if (fab.has(FI_MSG)) {
-			RDM_POST(fi_recv(ep, s.buf.data(), 4096, s.buf.desc(), FI_ADDR_UNSPEC, &u));
+			FT_POST(fi_recv(ep, s.buf.data(), 4096, s.buf.desc(), FI_ADDR_UNSPEC, &u));
 			FT_EXPECT_RC(fi_cancel(&ep.ep()->fid, &u), 0);
 			Entry f = ep.rx().wait_error(&u, "the cancelled untagged receive");
 			FT_CHECK(f.err == FI_ECANCELED,

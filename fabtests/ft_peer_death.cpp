@@ -143,7 +143,7 @@ struct Pending {
 void peer(int role)
 {
 	Fabric fab(caps());
-	Endpoint ep(fab);
+	Endpoint ep(fab, ep_spec(fab));
 	Ctl ctl;
 	fi_addr_t s = ctl.exchange_names(fab, ep);
 	Buffer region(fab, kRegion, remote_access(fab));
@@ -157,11 +157,11 @@ void peer(int role)
 		/* A': S must take it for a new peer: two messages, then one back. */
 		fill_pattern(buf.data(), medium, 31);
 		fill_pattern(buf.data() + medium, lcts, 32);
-		RDM_POST(mrecv(ep, buf.data() + kFromA, kEager, buf.desc(), s, kTagA2 + 2, &c1));
+		FT_POST(mrecv(ep, buf.data() + kFromA, kEager, buf.desc(), s, kTagA2 + 2, &c1));
 		ctl.sync("a2 ready");
-		RDM_POST(msend(ep, buf.data(), medium, buf.desc(), s, kTagA2, &c2));
+		FT_POST(msend(ep, buf.data(), medium, buf.desc(), s, kTagA2, &c2));
 		ep.tx().wait(&c2, "A' first send");
-		RDM_POST(msend(ep, buf.data() + medium, lcts, buf.desc(), s, kTagA2 + 1, &c2));
+		FT_POST(msend(ep, buf.data() + medium, lcts, buf.desc(), s, kTagA2 + 1, &c2));
 		ep.tx().wait(&c2, "A' second send");
 		ctl.sync("a2 sent");
 		ep.rx().wait(&c1, "S's message to A'");
@@ -171,12 +171,12 @@ void peer(int role)
 	}
 
 	/* Step 1: one message each way. */
-	RDM_POST(mrecv(ep, buf.data(), medium, buf.desc(), s, kTagB, &c1));
+	FT_POST(mrecv(ep, buf.data(), medium, buf.desc(), s, kTagB, &c1));
 	ctl.sync("hello posted");
 	ep.rx().wait(&c1, "S's hello");
 	FT_EXPECT_PATTERN(buf.data(), medium, 10, 0, "S's hello");
 	fill_pattern(buf.data(), medium, 11 + uint32_t(role));
-	RDM_POST(msend(ep, buf.data(), medium, buf.desc(), s, kTagB, &c2));
+	FT_POST(msend(ep, buf.data(), medium, buf.desc(), s, kTagB, &c2));
 	ep.tx().wait(&c2, "hello to S");
 	ctl.sync("hello done");
 
@@ -184,8 +184,8 @@ void peer(int role)
 		/* Step 2: a long message S gets the start of, a marker after it, then silence. */
 		if (!direct()) {
 			fill_pattern(buf.data(), kFromA, 20);
-			RDM_POST(fi_tsend(ep, buf.data(), kFromA, buf.desc(), s, kTagFromA, &c1));
-			RDM_POST(fi_tsend(ep, buf.data() + kFromA, 8, buf.desc(), s, kTagMarker, &c2));
+			FT_POST(fi_tsend(ep, buf.data(), kFromA, buf.desc(), s, kTagFromA, &c1));
+			FT_POST(fi_tsend(ep, buf.data() + kFromA, 8, buf.desc(), s, kTagMarker, &c2));
 		}
 		ctl_progress = false; /* from now on this process never reads its CQs */
 		ctl.notify("a sent");
@@ -194,15 +194,15 @@ void peer(int role)
 	}
 
 	/* B, step 5: S's messages, verified, then a big one back, and S reads our region. */
-	RDM_POST(mrecv(ep, buf.data(), medium, buf.desc(), s, kTagB + 1, &c1));
-	RDM_POST(mrecv(ep, buf.data() + kMedium, lcts, buf.desc(), s, kTagB + 2, &c2));
+	FT_POST(mrecv(ep, buf.data(), medium, buf.desc(), s, kTagB + 1, &c1));
+	FT_POST(mrecv(ep, buf.data() + kMedium, lcts, buf.desc(), s, kTagB + 2, &c2));
 	ctl.sync("b posted");
 	ep.rx().wait(&c1, "S's first message");
 	ep.rx().wait(&c2, "S's second message");
 	FT_EXPECT_PATTERN(buf.data(), medium, 41, 0, "S's first message");
 	FT_EXPECT_PATTERN(buf.data() + kMedium, lcts, 42, 0, "S's second message");
 	fill_pattern(buf.data(), big, 43);
-	RDM_POST(msend(ep, buf.data(), big, buf.desc(), s, kTagB + 3, &c1));
+	FT_POST(msend(ep, buf.data(), big, buf.desc(), s, kTagB + 3, &c1));
 	ep.tx().wait(&c1, "the message to S");
 	ctl.sync("b done");
 	ctl.sync("end");
@@ -214,7 +214,7 @@ void survivor()
 {
 	Fabric fab(caps());
 	FT_CHECK(fab.is_efa(), "ft_peer_death needs the efa provider (it kills a peer on its software device)");
-	Endpoint ep(fab);
+	Endpoint ep(fab, ep_spec(fab));
 	const long interval = direct() ? 0 : env_ms("FI_EFA_PEER_PROBE_INTERVAL", 1000);
 	const long timeout = env_ms("EFASIM_TIMEOUT_MS", 5000);
 	const long bound = interval + interval / 4 + timeout + 1000;
@@ -240,9 +240,9 @@ void survivor()
 		Ctl &c = i ? cb : ca;
 		fi_addr_t to = i ? b : a;
 		fill_pattern(buf.data(), medium, 10);
-		RDM_POST(mrecv(ep, rx.data(), medium, rx.desc(), to, kTagB, &c2));
+		FT_POST(mrecv(ep, rx.data(), medium, rx.desc(), to, kTagB, &c2));
 		c.sync("hello posted");
-		RDM_POST(msend(ep, buf.data(), medium, buf.desc(), to, kTagB, &c1));
+		FT_POST(msend(ep, buf.data(), medium, buf.desc(), to, kTagB, &c1));
 		ep.tx().wait(&c1, "hello");
 		ep.rx().wait(&c2, "a peer's hello");
 		FT_EXPECT_PATTERN(rx.data(), medium, 11 + uint32_t(i + 1), 0, "a peer's hello");
@@ -258,32 +258,32 @@ void survivor()
 	if (!direct()) {
 		/* Step 2: A's long message, matched and partly received. */
 		Pending &partial = add("receive of A's 512 KiB message (partly received)", true);
-		RDM_POST(fi_trecv(ep, rx.data(), kFromA, rx.desc(), a, kTagFromA, 0, &partial.ctx));
-		RDM_POST(fi_trecv(ep, rx.data() + kFromA, 8, rx.desc(), a, kTagMarker, 0, &c1));
+		FT_POST(fi_trecv(ep, rx.data(), kFromA, rx.desc(), a, kTagFromA, 0, &partial.ctx));
+		FT_POST(fi_trecv(ep, rx.data() + kFromA, 8, rx.desc(), a, kTagMarker, 0, &c1));
 		ca.await("a sent");
 		ep.rx().wait(&c1, "A's marker (after its long message)");
 
 		/* Step 3: operations that wait for A's answer. */
 		fill_pattern(buf.data(), 4 * kLong, 50);
 		Pending &eager = add("eager send, FI_DELIVERY_COMPLETE");
-		RDM_POST(tsend_dc(ep, buf, 0, kEager, a, kTagToA, FI_DELIVERY_COMPLETE | FI_COMPLETION, &eager.ctx));
+		FT_POST(tsend_dc(ep, buf, 0, kEager, a, kTagToA, FI_DELIVERY_COMPLETE | FI_COMPLETION, &eager.ctx));
 		Pending &med = add("medium send, FI_DELIVERY_COMPLETE");
-		RDM_POST(tsend_dc(ep, buf, 0, kMedium, a, kTagToA, FI_DELIVERY_COMPLETE | FI_COMPLETION, &med.ctx));
+		FT_POST(tsend_dc(ep, buf, 0, kMedium, a, kTagToA, FI_DELIVERY_COMPLETE | FI_COMPLETION, &med.ctx));
 		Pending &lc = add("256 KiB send (long-CTS)");
-		RDM_POST(fi_tsend(ep, buf.data(), kLongCts, buf.desc(), a, kTagToA, &lc.ctx));
+		FT_POST(fi_tsend(ep, buf.data(), kLongCts, buf.desc(), a, kTagToA, &lc.ctx));
 		Pending &lread = add(rma_emulated() ? "2 MiB send (long-CTS)" : "2 MiB send (read-based)");
-		RDM_POST(fi_tsend(ep, buf.data() + kLong, kLong, buf.desc(), a, kTagToA, &lread.ctx));
+		FT_POST(fi_tsend(ep, buf.data() + kLong, kLong, buf.desc(), a, kTagToA, &lread.ctx));
 		uint64_t one = 1;
 		Pending &fetch = add("fi_fetch_atomic");
-		RDM_POST(fi_fetch_atomic(ep, &one, 1, nullptr, res.data(), res.desc(), a, a_mr.at(0), a_mr.key,
+		FT_POST(fi_fetch_atomic(ep, &one, 1, nullptr, res.data(), res.desc(), a, a_mr.at(0), a_mr.key,
 					 FI_UINT64, FI_SUM, &fetch.ctx));
 		Pending &atom = add("fi_atomic");
-		RDM_POST(fi_atomic(ep, &one, 1, nullptr, a, a_mr.at(8), a_mr.key, FI_UINT64, FI_SUM, &atom.ctx));
+		FT_POST(fi_atomic(ep, &one, 1, nullptr, a, a_mr.at(8), a_mr.key, FI_UINT64, FI_SUM, &atom.ctx));
 		if (rma_emulated()) {
 			Pending &w = add("fi_write (emulated)");
-			RDM_POST(fi_write(ep, buf.data(), kRma, buf.desc(), a, a_mr.at(4096), a_mr.key, &w.ctx));
+			FT_POST(fi_write(ep, buf.data(), kRma, buf.desc(), a, a_mr.at(4096), a_mr.key, &w.ctx));
 			Pending &r = add("fi_read (emulated)");
-			RDM_POST(fi_read(ep, buf.data() + 2 * kLong, kRma, buf.desc(), a, a_mr.at(4096), a_mr.key,
+			FT_POST(fi_read(ep, buf.data() + 2 * kLong, kRma, buf.desc(), a, a_mr.at(4096), a_mr.key,
 					 &r.ctx));
 		}
 		/* Nothing of it can complete while A is silent. */
@@ -362,15 +362,15 @@ void survivor()
 	fill_pattern(buf.data(), medium, 41);
 	fill_pattern(buf.data() + kMedium, lcts, 42);
 	Buffer bigbuf(fab, kLong);
-	RDM_POST(mrecv(ep, bigbuf.data(), big, bigbuf.desc(), b, kTagB + 3, &c2));
+	FT_POST(mrecv(ep, bigbuf.data(), big, bigbuf.desc(), b, kTagB + 3, &c2));
 	cb.sync("b posted");
-	RDM_POST(msend(ep, buf.data(), medium, buf.desc(), b, kTagB + 1, &c1));
+	FT_POST(msend(ep, buf.data(), medium, buf.desc(), b, kTagB + 1, &c1));
 	ep.tx().wait(&c1, "first message to B");
-	RDM_POST(msend(ep, buf.data() + kMedium, lcts, buf.desc(), b, kTagB + 2, &c1));
+	FT_POST(msend(ep, buf.data() + kMedium, lcts, buf.desc(), b, kTagB + 2, &c1));
 	ep.tx().wait(&c1, "second message to B");
 	ep.rx().wait(&c2, "B's message");
 	FT_EXPECT_PATTERN(bigbuf.data(), big, 43, 0, "B's message");
-	RDM_POST(fi_read(ep, buf.data(), kRma, buf.desc(), b, b_mr.at(0), b_mr.key, &c1));
+	FT_POST(fi_read(ep, buf.data(), kRma, buf.desc(), b, b_mr.at(0), b_mr.key, &c1));
 	ep.tx().wait(&c1, "fi_read of B's region");
 	FT_EXPECT_PATTERN(buf.data(), kRma, 102, 0, "B's region, read");
 	cb.sync("b done");
@@ -388,8 +388,8 @@ void survivor()
 	FT_CHECK(a2_name.qkey != a_name.qkey, "A' has A's QKEY %#x", a_name.qkey);
 	note("A' has A's GID and QPN %u, QKEY %#x (A's was %#x): fi_addr %lu (A's was %lu)", a2_name.qpn,
 	     a2_name.qkey, a_name.qkey, (unsigned long)a2, (unsigned long)a);
-	RDM_POST(mrecv(ep, rx.data(), medium, rx.desc(), FI_ADDR_UNSPEC, kTagA2, &c1));
-	RDM_POST(mrecv(ep, bigbuf.data(), lcts, bigbuf.desc(), FI_ADDR_UNSPEC, kTagA2 + 1, &c2));
+	FT_POST(mrecv(ep, rx.data(), medium, rx.desc(), FI_ADDR_UNSPEC, kTagA2, &c1));
+	FT_POST(mrecv(ep, bigbuf.data(), lcts, bigbuf.desc(), FI_ADDR_UNSPEC, kTagA2 + 1, &c2));
 	c3.sync("a2 ready");
 	Entry e1 = ep.rx().wait(&c1, "A's' first message");
 	Entry e2 = ep.rx().wait(&c2, "A's' second message");
@@ -397,7 +397,7 @@ void survivor()
 	FT_EXPECT_PATTERN(rx.data(), medium, 31, 0, "A's' first message");
 	FT_EXPECT_PATTERN(bigbuf.data(), lcts, 32, 0, "A's' second message");
 	fill_pattern(buf.data(), kEager, 33);
-	RDM_POST(msend(ep, buf.data(), kEager, buf.desc(), a2, kTagA2 + 2, &c1));
+	FT_POST(msend(ep, buf.data(), kEager, buf.desc(), a2, kTagA2 + 2, &c1));
 	ep.tx().wait(&c1, "the message to A'");
 	c3.sync("a2 sent");
 	ep.tx().expect_empty("nothing else on the transmit CQ");

@@ -114,7 +114,7 @@ int main(int argc, char **argv)
 	Fabric fab(FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MSG |
 		   FI_SEND | FI_RECV);
 	Ctl ctl;
-	Endpoint ep(fab);
+	Endpoint ep(fab, ep_spec(fab));
 	fi_addr_t peer = ctl.exchange_names(fab, ep);
 	std::vector<Case> cases = plan(fab);
 	size_t n_data = 0;
@@ -133,12 +133,12 @@ int main(int argc, char **argv)
 		memcpy(target.data(), model.data(), region);
 		Buffer done_buf(fab, 4096);
 		fi_context2 done_ctx{};
-		RDM_POST(fi_recv(ep, done_buf.data(), 64, done_buf.desc(), FI_ADDR_UNSPEC, &done_ctx));
+		FT_POST(fi_recv(ep, done_buf.data(), 64, done_buf.desc(), FI_ADDR_UNSPEC, &done_ctx));
 		/* FI_RX_CQ_DATA: each write with data consumes a posted receive. */
 		const bool rx_cq_data = fab.rx_cq_data();
 		std::vector<fi_context2> data_ctx(rx_cq_data ? n_data : 0);
 		for (auto &c : data_ctx)
-			RDM_POST(fi_recv(ep, done_buf.data() + 1024, 0, done_buf.desc(), FI_ADDR_UNSPEC,
+			FT_POST(fi_recv(ep, done_buf.data() + 1024, 0, done_buf.desc(), FI_ADDR_UNSPEC,
 					 &c));
 		ctl.send_mr(target);
 		ctl.sync("ready");
@@ -212,7 +212,7 @@ int main(int argc, char **argv)
 	/* Reads [off, off + len) of the target into `check` (at offset 0), waits. */
 	auto read_back = [&](size_t off, size_t len, const std::string &what) {
 		fi_context2 ctx{};
-		RDM_POST(fi_read(ep, check.data(), len, check.desc(), peer, rmr.at(off), rmr.key, &ctx));
+		FT_POST(fi_read(ep, check.data(), len, check.desc(), peer, rmr.at(off), rmr.key, &ctx));
 		Entry e = ep.tx().wait(&ctx, what + " (read back)");
 		expect_flags(e, FI_RMA | FI_READ, FI_WRITE, what + " (read back)");
 	};
@@ -251,26 +251,26 @@ int main(int argc, char **argv)
 			void *p = iov[0].iov_base;
 			switch (c.op) {
 			case WRITE:
-				RDM_POST(fi_write(ep, p, c.len, local.desc(), peer, rmr.at(c.off), rmr.key,
+				FT_POST(fi_write(ep, p, c.len, local.desc(), peer, rmr.at(c.off), rmr.key,
 						  &ctx));
 				break;
 			case WRITEV:
-				RDM_POST(fi_writev(ep, iov.data(), desc.data(), iov.size(), peer,
+				FT_POST(fi_writev(ep, iov.data(), desc.data(), iov.size(), peer,
 						   rmr.at(c.off), rmr.key, &ctx));
 				break;
-			case WRITEMSG_DC: RDM_POST(fi_writemsg(ep, &msg, FI_DELIVERY_COMPLETE)); break;
+			case WRITEMSG_DC: FT_POST(fi_writemsg(ep, &msg, FI_DELIVERY_COMPLETE)); break;
 			case WRITEDATA:
-				RDM_POST(fi_writedata(ep, p, c.len, local.desc(), c.data, peer,
+				FT_POST(fi_writedata(ep, p, c.len, local.desc(), c.data, peer,
 						      rmr.at(c.off), rmr.key, &ctx));
 				break;
 			case WRITEMSG_DATA_DC:
-				RDM_POST(fi_writemsg(ep, &msg, FI_REMOTE_CQ_DATA | FI_DELIVERY_COMPLETE));
+				FT_POST(fi_writemsg(ep, &msg, FI_REMOTE_CQ_DATA | FI_DELIVERY_COMPLETE));
 				break;
 			case INJECT_WRITE:
-				RDM_POST(fi_inject_write(ep, p, c.len, peer, rmr.at(c.off), rmr.key));
+				FT_POST(fi_inject_write(ep, p, c.len, peer, rmr.at(c.off), rmr.key));
 				break;
 			case INJECT_WRITEDATA:
-				RDM_POST(fi_inject_writedata(ep, p, c.len, c.data, peer, rmr.at(c.off),
+				FT_POST(fi_inject_writedata(ep, p, c.len, c.data, peer, rmr.at(c.off),
 							     rmr.key));
 				break;
 			default: break;
@@ -312,14 +312,14 @@ int main(int argc, char **argv)
 		} else {
 			switch (c.op) {
 			case READ:
-				RDM_POST(fi_read(ep, iov[0].iov_base, c.len, local.desc(), peer,
+				FT_POST(fi_read(ep, iov[0].iov_base, c.len, local.desc(), peer,
 						 rmr.at(c.off), rmr.key, &ctx));
 				break;
 			case READV:
-				RDM_POST(fi_readv(ep, iov.data(), desc.data(), iov.size(), peer,
+				FT_POST(fi_readv(ep, iov.data(), desc.data(), iov.size(), peer,
 						  rmr.at(c.off), rmr.key, &ctx));
 				break;
-			case READMSG: RDM_POST(fi_readmsg(ep, &msg, 0)); break;
+			case READMSG: FT_POST(fi_readmsg(ep, &msg, 0)); break;
 			default: break;
 			}
 			Entry e = ep.tx().wait(&ctx, c.name);
@@ -348,7 +348,7 @@ int main(int argc, char **argv)
 	Buffer msgbuf(fab, 64);
 	memcpy(msgbuf.data(), &count, 8);
 	fi_context2 dctx{};
-	RDM_POST(fi_send(ep, msgbuf.data(), 8, msgbuf.desc(), peer, &dctx));
+	FT_POST(fi_send(ep, msgbuf.data(), 8, msgbuf.desc(), peer, &dctx));
 	ep.tx().wait(&dctx, "the done message");
 	ctl.sync("verified");
 	note("initiator: %zu operations verified (writes read back%s; %d read-backs repeated "

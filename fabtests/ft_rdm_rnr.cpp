@@ -50,7 +50,7 @@ std::set<int> flood(Ctl &ctl, const char *step, Endpoint &ep, fi_addr_t peer, Bu
 		/* FI_RM_DISABLED: no back-pressure; every send completes before the server
 		 * wakes up (below, before notify). */
 		fill_pattern(slot(buf, i), kLen, uint32_t(tag + i), 0);
-		RDM_POST(fi_tsend(ep, slot(buf, i), kLen, buf.desc(), peer, tag + i, &ctx[size_t(i)]));
+		FT_POST(fi_tsend(ep, slot(buf, i), kLen, buf.desc(), peer, tag + i, &ctx[size_t(i)]));
 	}
 	for (; i < n; i++) {
 		fill_pattern(slot(buf, i), kLen, uint32_t(tag + i), 0);
@@ -70,7 +70,7 @@ std::set<int> flood(Ctl &ctl, const char *step, Endpoint &ep, fi_addr_t peer, Bu
 	for (; i < n; i++) {
 		if (i > 0)
 			fill_pattern(slot(buf, i), kLen, uint32_t(tag + i), 0); /* slot i is filled once more */
-		RDM_POST(fi_tsend(ep, slot(buf, i), kLen, buf.desc(), peer, tag + i, &ctx[size_t(i)]));
+		FT_POST(fi_tsend(ep, slot(buf, i), kLen, buf.desc(), peer, tag + i, &ctx[size_t(i)]));
 	}
 	/* Completions come in any order: take them as they come, each send exactly once. */
 	std::set<int> failed, done;
@@ -105,7 +105,7 @@ int main(int argc, char **argv)
 		     "(FI_EFA_RX_PKT_POOL_SIZE) (the provider is %s)",
 		     fab.prov_label());
 	Ctl ctl;
-	Endpoint ep(fab);
+	Endpoint ep(fab, ep_spec(fab));
 	fi_addr_t peer = ctl.exchange_names(fab, ep);
 	Buffer buf(fab, size_t(n + 1) * kLen);
 
@@ -122,7 +122,7 @@ int main(int argc, char **argv)
 			ctl_progress = true;
 			for (int i = 0; i < n; i++) {
 				memset(slot(buf, i), 0, kLen);
-				RDM_POST(fi_trecv(ep, slot(buf, i), kLen, buf.desc(), FI_ADDR_UNSPEC, tag + i, 0,
+				FT_POST(fi_trecv(ep, slot(buf, i), kLen, buf.desc(), FI_ADDR_UNSPEC, tag + i, 0,
 						  &ctx[size_t(i)]));
 			}
 			std::set<int> failed;
@@ -148,7 +148,7 @@ int main(int argc, char **argv)
 			ctl.notify(part == 1 ? "flood 1 received" : "flood 2 received");
 		}
 		/* The endpoint that saw FI_ENORX still works. */
-		RDM_POST(fi_trecv(ep, slot(buf, 0), kLen, buf.desc(), peer2, kLast, 0, &ctx[0]));
+		FT_POST(fi_trecv(ep, slot(buf, 0), kLen, buf.desc(), peer2, kLast, 0, &ctx[0]));
 		ep.rx().wait(&ctx[0], "last message");
 		FT_EXPECT_PATTERN(slot(buf, 0), kLen, uint32_t(kLast), 0, "last message");
 		ctl.sync("done");
@@ -158,7 +158,7 @@ int main(int argc, char **argv)
 
 	/* A second endpoint with FI_RM_DISABLED and no device retries. */
 	fab.info()->domain_attr->resource_mgmt = FI_RM_DISABLED;
-	EpSpec spec;
+	EpSpec spec = ep_spec(fab);
 	spec.before_enable = [](fid_ep *e) {
 		size_t retry = 0;
 		FT_CALL(fi_setopt(&e->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_RNR_RETRY, &retry, sizeof retry));
@@ -186,7 +186,7 @@ int main(int argc, char **argv)
 	fill_pattern(slot(buf, 0), kLen, uint32_t(kLast), 0);
 	fi_context2 ctx{};
 	for (int tries = 0;; tries++) {
-		RDM_POST(fi_tsend(ep2, slot(buf, 0), kLen, buf.desc(), peer, kLast, &ctx));
+		FT_POST(fi_tsend(ep2, slot(buf, 0), kLen, buf.desc(), peer, kLast, &ctx));
 		Entry e = ep2.tx().wait_any(&ctx, "last message");
 		if (!e.error)
 			break;

@@ -42,7 +42,7 @@ int main(int argc, char **argv)
 		     fab.prov_label());
 	fab.info()->domain_attr->resource_mgmt = FI_RM_DISABLED;
 	const size_t n = 2 * fab.info()->rx_attr->size;
-	EpSpec spec;
+	EpSpec spec = ep_spec(fab);
 	spec.before_enable = [](fid_ep *e) {
 		size_t retry = 0;
 		FT_CALL(fi_setopt(&e->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_RNR_RETRY, &retry, sizeof retry));
@@ -64,7 +64,7 @@ int main(int argc, char **argv)
 			i = ctl.get<size_t>();
 		for (size_t k = 0; k <= ok; k++) {
 			memset(slot(buf, k), 0, kLen);
-			RDM_POST(fi_recv(ep, slot(buf, k), kLen, buf.desc(), FI_ADDR_UNSPEC, &ctx[k]));
+			FT_POST(fi_recv(ep, slot(buf, k), kLen, buf.desc(), FI_ADDR_UNSPEC, &ctx[k]));
 		}
 		/* Untagged receives match in message order: receive k gets the k-th message
 		 * that was delivered, and the last receive the message after them all. */
@@ -131,7 +131,7 @@ int main(int argc, char **argv)
 	/* The last message: the application retries on FI_ENORX while the server drains. */
 	fill_pattern(slot(buf, n), kLen, uint32_t(n), 0);
 	for (int tries = 0;; tries++) {
-		RDM_POST(fi_send(ep, slot(buf, n), kLen, buf.desc(), peer, &ctx[n]));
+		FT_POST(fi_send(ep, slot(buf, n), kLen, buf.desc(), peer, &ctx[n]));
 		Entry e = ep.tx().wait_any(&ctx[n], "last message");
 		if (!e.error)
 			break;

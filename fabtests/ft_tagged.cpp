@@ -164,20 +164,20 @@ struct Test {
 		switch (c.s) {
 		case TSEND:
 		case UNREG_SEND:
-			RDM_POST(fi_tsend(e, base, c.len, desc, to, c.tag, ctx));
+			FT_POST(fi_tsend(e, base, c.len, desc, to, c.tag, ctx));
 			break;
 		case TSENDV:
-			RDM_POST(fi_tsendv(e, iov.data(), descs.data(), iov.size(), to, c.tag, ctx));
+			FT_POST(fi_tsendv(e, iov.data(), descs.data(), iov.size(), to, c.tag, ctx));
 			break;
 		case TSENDDATA:
-			RDM_POST(fi_tsenddata(e, base, c.len, desc, d, to, c.tag, ctx));
+			FT_POST(fi_tsenddata(e, base, c.len, desc, d, to, c.tag, ctx));
 			break;
-		case TINJECT: RDM_POST(fi_tinject(e, base, c.len, to, c.tag)); break;
-		case TINJECTDATA: RDM_POST(fi_tinjectdata(e, base, c.len, d, to, c.tag)); break;
+		case TINJECT: FT_POST(fi_tinject(e, base, c.len, to, c.tag)); break;
+		case TINJECTDATA: FT_POST(fi_tinjectdata(e, base, c.len, d, to, c.tag)); break;
 		case TSENDMSG: {
 			fi_msg_tagged m{iov.data(), descs.data(), iov.size(), to, c.tag, 0, ctx,
 					c.data ? d : 0};
-			RDM_POST(fi_tsendmsg(e, &m, c.data ? FI_REMOTE_CQ_DATA : 0));
+			FT_POST(fi_tsendmsg(e, &m, c.data ? FI_REMOTE_CQ_DATA : 0));
 			break;
 		}
 		}
@@ -188,10 +188,10 @@ struct Test {
 	void send_marker(Endpoint &e, fi_addr_t to, uint64_t tag)
 	{
 		if (fab.inject_size() > 0) {
-			RDM_POST(fi_tinject(e, nullptr, 0, to, tag));
+			FT_POST(fi_tinject(e, nullptr, 0, to, tag));
 		} else {
 			fi_context2 ctx{};
-			RDM_POST(fi_tsend(e, nullptr, 0, nullptr, to, tag, &ctx));
+			FT_POST(fi_tsend(e, nullptr, 0, nullptr, to, tag, &ctx));
 			e.tx().wait(&ctx, "the marker send");
 		}
 	}
@@ -228,7 +228,7 @@ struct Test {
 	void take_marker(Endpoint &e, uint64_t tag, fi_addr_t from, const std::string &what)
 	{
 		fi_context2 ctx{};
-		RDM_POST(fi_trecv(e, mbuf.data(), 8, mbuf.desc(), FI_ADDR_UNSPEC, tag, 0, &ctx));
+		FT_POST(fi_trecv(e, mbuf.data(), 8, mbuf.desc(), FI_ADDR_UNSPEC, tag, 0, &ctx));
 		Entry me = e.rx().wait(&ctx, "the marker after " + what);
 		FT_CHECK(me.len == 0 && me.tag == tag, "%s: marker entry %s", what.c_str(),
 			 me.describe().c_str());
@@ -264,15 +264,15 @@ struct Test {
 		switch (c.r) {
 		case TRECV:
 		case UNREG_RECV:
-			RDM_POST(fi_trecv(e, base, pieces[0].cap, desc, from, c.tag, 0, ctx));
+			FT_POST(fi_trecv(e, base, pieces[0].cap, desc, from, c.tag, 0, ctx));
 			break;
 		case TRECVV:
-			RDM_POST(fi_trecvv(e, iov.data(), descs.data(), iov.size(), from, c.tag, 0,
+			FT_POST(fi_trecvv(e, iov.data(), descs.data(), iov.size(), from, c.tag, 0,
 					   ctx));
 			break;
 		case TRECVMSG: {
 			fi_msg_tagged m{iov.data(), descs.data(), iov.size(), from, c.tag, 0, ctx, 0};
-			RDM_POST(fi_trecvmsg(e, &m, 0));
+			FT_POST(fi_trecvmsg(e, &m, 0));
 			break;
 		}
 		}
@@ -478,14 +478,14 @@ struct Test {
 			for (int i = 0; i < 3; i++) {
 				fill_pattern(sbuf.data(), 100, 500 + i);
 				fi_context2 ctx{};
-				RDM_POST(fi_tsend(ep, sbuf.data(), 100, sbuf.desc(), peer, sent[i], &ctx));
+				FT_POST(fi_tsend(ep, sbuf.data(), 100, sbuf.desc(), peer, sent[i], &ctx));
 				ep.tx().wait(&ctx, what[i]);
 			}
 			fill_pattern(sbuf.data(), 100, 510);
 			fill_pattern(sbuf.data() + 100, 100, 511);
 			fi_context2 c4{}, c5{};
-			RDM_POST(fi_tsend(ep, sbuf.data(), 100, sbuf.desc(), peer, T | 0x37, &c4));
-			RDM_POST(fi_tsend(ep, sbuf.data() + 100, 100, sbuf.desc(), peer, T | 0x99, &c5));
+			FT_POST(fi_tsend(ep, sbuf.data(), 100, sbuf.desc(), peer, T | 0x37, &c4));
+			FT_POST(fi_tsend(ep, sbuf.data() + 100, 100, sbuf.desc(), peer, T | 0x99, &c5));
 			if (sas)
 				send_marker(ep, peer, marker_tag | 1);
 			ctl.notify("ignore sent");
@@ -501,7 +501,7 @@ struct Test {
 		const int got_by[] = {1, 0, 2}; /* message i lands in receive got_by[i] */
 		for (int r = 0; r < 3; r++) {
 			memset(rbuf.data() + 256 * r, canary, 256);
-			RDM_POST(fi_trecv(ep, rbuf.data() + 256 * r, 200, rbuf.desc(), FI_ADDR_UNSPEC,
+			FT_POST(fi_trecv(ep, rbuf.data() + 256 * r, 200, rbuf.desc(), FI_ADDR_UNSPEC,
 					  rtag[r], rign[r], &ctx[r]));
 		}
 		ctl.sync("ignore posted");
@@ -522,8 +522,8 @@ struct Test {
 			take_marker(ep, marker_tag | 1, peer, "the ignore-bits messages");
 		fi_context2 c4{}, c5{};
 		memset(rbuf.data(), canary, 512);
-		RDM_POST(fi_trecv(ep, rbuf.data(), 200, rbuf.desc(), FI_ADDR_UNSPEC, T, 0xff, &c4));
-		RDM_POST(fi_trecv(ep, rbuf.data() + 256, 200, rbuf.desc(), FI_ADDR_UNSPEC, T, 0xff,
+		FT_POST(fi_trecv(ep, rbuf.data(), 200, rbuf.desc(), FI_ADDR_UNSPEC, T, 0xff, &c4));
+		FT_POST(fi_trecv(ep, rbuf.data() + 256, 200, rbuf.desc(), FI_ADDR_UNSPEC, T, 0xff,
 				  &c5));
 		Entry e4 = ep.rx().wait(&c4, "unexpected tag T|0x37 into a receive ignoring 0xff");
 		Entry e5 = ep.rx().wait(&c5, "unexpected tag T|0x99 into a receive ignoring 0xff");
@@ -554,7 +554,7 @@ struct Test {
 					ctl.sync(step + " posted");
 				for (int i = 0; i < 2; i++) {
 					fill_pattern(sbuf.data() + i * 131072, lens[i], 700 + i);
-					RDM_POST(fi_tsend(*eps[i], sbuf.data() + i * 131072, lens[i],
+					FT_POST(fi_tsend(*eps[i], sbuf.data() + i * 131072, lens[i],
 							  sbuf.desc(), peer, T, &ctx[i]));
 					/* A's message goes first (when expected: completes first). */
 					if (!unexp)
@@ -576,7 +576,7 @@ struct Test {
 			auto post = [&]() {
 				memset(rbuf.data(), canary, 2 * 131072);
 				for (int r = 0; r < 2; r++)
-					RDM_POST(fi_trecv(ep, rbuf.data() + r * 131072, 100000,
+					FT_POST(fi_trecv(ep, rbuf.data() + r * 131072, 100000,
 							  rbuf.desc(), directed ? from[r] : FI_ADDR_UNSPEC,
 							  T, 0, &ctx[r]));
 			};
@@ -660,7 +660,7 @@ struct Test {
 				size_t off = 0;
 				for (int i = 0; i < n; i++) {
 					fill_pattern(sbuf.data() + off, len_of(i), 900 + i);
-					RDM_POST(fi_tsend(ep, sbuf.data() + off, len_of(i), sbuf.desc(),
+					FT_POST(fi_tsend(ep, sbuf.data() + off, len_of(i), sbuf.desc(),
 							  peer, T, &ctx[i]));
 					off += len_of(i);
 				}
@@ -678,7 +678,7 @@ struct Test {
 			auto post = [&]() {
 				memset(rbuf.data(), canary, n * cap);
 				for (int i = 0; i < n; i++)
-					RDM_POST(fi_trecv(ep, rbuf.data() + i * cap, cap - 64, rbuf.desc(),
+					FT_POST(fi_trecv(ep, rbuf.data() + i * cap, cap - 64, rbuf.desc(),
 							  FI_ADDR_UNSPEC, T, 0, &ctx[i]));
 			};
 			if (!unexp) {
@@ -720,11 +720,11 @@ int main(int argc, char **argv)
 	Fabric fab(FI_TAGGED | FI_SEND | FI_RECV, FI_DIRECTED_RECV | FI_SOURCE);
 	request_order(fab, FI_ORDER_SAS);
 	Ctl ctl;
-	Endpoint ep(fab);
+	Endpoint ep(fab, ep_spec(fab));
 	std::unique_ptr<Endpoint> ep_b;
 	fi_addr_t peer = FI_ADDR_NOTAVAIL, peer_b = FI_ADDR_NOTAVAIL;
 	if (opts.client) {
-		ep_b = std::make_unique<Endpoint>(fab);
+		ep_b = std::make_unique<Endpoint>(fab, ep_spec(fab));
 		ctl.send_blob(ep.name());
 		ctl.send_blob(ep_b->name());
 		peer = fab.insert(ctl.recv_blob());

@@ -80,7 +80,7 @@ int main(int argc, char **argv)
 	Fabric fab(FI_TAGGED | FI_MSG | FI_SEND | FI_RECV, FI_SOURCE);
 	request_order(fab, FI_ORDER_SAS);
 	Ctl ctl;
-	Endpoint ep(fab);
+	Endpoint ep(fab, ep_spec(fab));
 	fi_addr_t peer = ctl.exchange_names(fab, ep);
 	const bool src = fab.has(FI_SOURCE);
 	const bool sas = has_order(fab, FI_ORDER_SAS);
@@ -116,22 +116,22 @@ int main(int argc, char **argv)
 			bool d = m.data && cq_data;
 			if (m.tag == untagged) {
 				if (d)
-					RDM_POST(fi_senddata(ep, p, m.len, sbuf.desc(), data_of(m), peer,
+					FT_POST(fi_senddata(ep, p, m.len, sbuf.desc(), data_of(m), peer,
 							     &ctx[i]));
 				else
-					RDM_POST(fi_send(ep, p, m.len, sbuf.desc(), peer, &ctx[i]));
+					FT_POST(fi_send(ep, p, m.len, sbuf.desc(), peer, &ctx[i]));
 			} else {
 				uint64_t tag = tag_base + uint64_t(m.tag);
 				if (d)
-					RDM_POST(fi_tsenddata(ep, p, m.len, sbuf.desc(), data_of(m), peer,
+					FT_POST(fi_tsenddata(ep, p, m.len, sbuf.desc(), data_of(m), peer,
 							      tag, &ctx[i]));
 				else
-					RDM_POST(fi_tsend(ep, p, m.len, sbuf.desc(), peer, tag, &ctx[i]));
+					FT_POST(fi_tsend(ep, p, m.len, sbuf.desc(), peer, tag, &ctx[i]));
 			}
 		}
 		if (sas) {
 			fi_context2 mctx{};
-			RDM_POST(fi_tsend(ep, nullptr, 0, nullptr, peer, marker, &mctx));
+			FT_POST(fi_tsend(ep, nullptr, 0, nullptr, peer, marker, &mctx));
 			ctl.notify("all sent");
 			ep.tx().wait(&mctx, "the marker");
 		} else {
@@ -160,7 +160,7 @@ int main(int argc, char **argv)
 	if (sas) {
 		fi_context2 mctx{};
 		uint8_t none[8];
-		RDM_POST(fi_trecv(ep, none, 0, nullptr, FI_ADDR_UNSPEC, marker, 0, &mctx));
+		FT_POST(fi_trecv(ep, none, 0, nullptr, FI_ADDR_UNSPEC, marker, 0, &mctx));
 		Entry e = ep.rx().wait(&mctx, "the marker after the 3000 messages");
 		FT_CHECK(e.len == 0 && e.tag == marker, "marker entry: %s", e.describe().c_str());
 	}
@@ -181,10 +181,10 @@ int main(int argc, char **argv)
 				continue;
 			uint8_t *p = rbuf.data() + m.roff;
 			if (t == untagged)
-				RDM_POST(fi_recv(ep, p, m.len + slack, rbuf.desc(), FI_ADDR_UNSPEC,
+				FT_POST(fi_recv(ep, p, m.len + slack, rbuf.desc(), FI_ADDR_UNSPEC,
 						 &ctx[i]));
 			else
-				RDM_POST(fi_trecv(ep, p, m.len + slack, rbuf.desc(), FI_ADDR_UNSPEC,
+				FT_POST(fi_trecv(ep, p, m.len + slack, rbuf.desc(), FI_ADDR_UNSPEC,
 						  tag_base + uint64_t(t), 0, &ctx[i]));
 			posted++;
 		}

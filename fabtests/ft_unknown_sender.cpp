@@ -55,7 +55,7 @@ void send_range(Endpoint &ep, Buffer &buf, fi_addr_t to, int from, int count, Ct
 	for (int i = 0; i < count; i++) {
 		const int m = from + i;
 		fill_pattern(slot(buf, i), len_of(m), uint32_t(m));
-		RDM_POST(fi_tsend(ep, slot(buf, i), len_of(m), buf.desc(), to, T + uint64_t(m), &ctx[size_t(i)]));
+		FT_POST(fi_tsend(ep, slot(buf, i), len_of(m), buf.desc(), to, T + uint64_t(m), &ctx[size_t(i)]));
 	}
 	ctl.sync(step);
 	for (int i = 0; i < count; i++)
@@ -67,7 +67,7 @@ void recv_range(Fabric &fab, Endpoint &ep, Buffer &buf, int from, int count, fi_
 	std::vector<fi_context2> ctx(static_cast<size_t>(count));
 	for (int i = 0; i < count; i++) {
 		memset(slot(buf, i), canary, kMax);
-		RDM_POST(fi_trecv(ep, slot(buf, i), kMax, buf.desc(), src, T + uint64_t(from + i), 0, &ctx[size_t(i)]));
+		FT_POST(fi_trecv(ep, slot(buf, i), kMax, buf.desc(), src, T + uint64_t(from + i), 0, &ctx[size_t(i)]));
 	}
 	for (int i = 0; i < count; i++) {
 		const int m = from + i;
@@ -92,7 +92,7 @@ int main(int argc, char **argv)
 	request_order(fab, FI_ORDER_SAS);
 	const bool sas = has_order(fab, FI_ORDER_SAS);
 	Ctl ctl;
-	Endpoint ep(fab);
+	Endpoint ep(fab, ep_spec(fab));
 	Buffer buf(fab, size_t(K) * kMax);
 	if (!fab.has(FI_SOURCE))
 		skip_part("FI_SOURCE is not advertised: sources are not checked");
@@ -105,15 +105,15 @@ int main(int argc, char **argv)
 		const fi_addr_t server = fab.insert(peer_name);
 		Buffer rbuf(fab, 4096);
 		fi_context2 rctx{};
-		RDM_POST(fi_trecv(ep, rbuf.data(), 4096, rbuf.desc(), FI_ADDR_UNSPEC, reply_tag, 0, &rctx));
+		FT_POST(fi_trecv(ep, rbuf.data(), 4096, rbuf.desc(), FI_ADDR_UNSPEC, reply_tag, 0, &rctx));
 		send_range(ep, buf, server, 0, K, ctl, "first half sent");
 		ctl.sync("first half received");
 		send_range(ep, buf, server, K, K, ctl, "second half sent");
 		if (sas) {
 			fi_context2 ectx{}, mctx{};
 			fill_pattern(slot(buf, 0), 500, 0xea);
-			RDM_POST(fi_tsend(ep, slot(buf, 0), 500, buf.desc(), server, early_tag, &ectx));
-			RDM_POST(fi_tsend(ep, nullptr, 0, nullptr, server, marker_tag, &mctx));
+			FT_POST(fi_tsend(ep, slot(buf, 0), 500, buf.desc(), server, early_tag, &ectx));
+			FT_POST(fi_tsend(ep, nullptr, 0, nullptr, server, marker_tag, &mctx));
 			ep.tx().wait(&ectx, "the early message");
 			ep.tx().wait(&mctx, "the marker");
 		}
@@ -126,7 +126,7 @@ int main(int argc, char **argv)
 		send_range(ep, buf, server, 2 * K, K, ctl, "third part sent");
 		fill_pattern(buf.data(), 300, 0xd1);
 		fi_context2 dctx{};
-		RDM_POST(fi_tsend(ep, buf.data(), 300, buf.desc(), server, directed_tag, &dctx));
+		FT_POST(fi_tsend(ep, buf.data(), 300, buf.desc(), server, directed_tag, &dctx));
 		ep.tx().wait(&dctx, "the send to the directed receive");
 		ctl.sync("end");
 		note("%d messages before and %d after the server inserted this address: delivered", 2 * K, K + 1);
@@ -145,7 +145,7 @@ int main(int argc, char **argv)
 	ctl.sync("early sent");
 	if (sas) {
 		fi_context2 mctx{};
-		RDM_POST(fi_trecv(ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, marker_tag, 0, &mctx));
+		FT_POST(fi_trecv(ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, marker_tag, 0, &mctx));
 		ep.rx().wait(&mctx, "the marker");
 	}
 
@@ -155,7 +155,7 @@ int main(int argc, char **argv)
 		 * the new fi_addr_t: the first thing done with it */
 		fi_context2 ectx{};
 		memset(buf.data(), canary, 512);
-		RDM_POST(fi_trecv(ep, buf.data(), 512, buf.desc(), client, early_tag, 0, &ectx));
+		FT_POST(fi_trecv(ep, buf.data(), 512, buf.desc(), client, early_tag, 0, &ectx));
 		Entry e = ep.rx().wait(&ectx, "the early message (directed receive after the insert)");
 		FT_CHECK(e.len == 500 && e.tag == early_tag, "the early message: %s", e.describe().c_str());
 		FT_EXPECT_PATTERN(buf.data(), 500, 0xea, 0, "the early message");
@@ -165,7 +165,7 @@ int main(int argc, char **argv)
 
 	fill_pattern(buf.data(), 100, 0x4e91);
 	fi_context2 sctx{};
-	RDM_POST(fi_tsend(ep, buf.data(), 100, buf.desc(), client, reply_tag, &sctx));
+	FT_POST(fi_tsend(ep, buf.data(), 100, buf.desc(), client, reply_tag, &sctx));
 	ep.tx().wait(&sctx, "the reply");
 	ctl.sync("replied");
 	ctl.sync("third part sent");
@@ -173,7 +173,7 @@ int main(int argc, char **argv)
 
 	fi_context2 dctx{};
 	memset(buf.data(), canary, 512);
-	RDM_POST(fi_trecv(ep, buf.data(), 512, buf.desc(), client, directed_tag, 0, &dctx));
+	FT_POST(fi_trecv(ep, buf.data(), 512, buf.desc(), client, directed_tag, 0, &dctx));
 	Entry d = ep.rx().wait(&dctx, "the directed receive");
 	FT_CHECK(d.len == 300 && d.tag == directed_tag, "the directed receive: %s", d.describe().c_str());
 	FT_EXPECT_PATTERN(buf.data(), 300, 0xd1, 0, "the directed receive");

@@ -75,21 +75,21 @@ void self_sends(Ctx &c, bool selective)
 		uint64_t tag = T + 0x5e1f00 + len;
 		fi_context2 rctx{}, sctx{};
 		memset(c.buf.data(), canary, len + 64);
-		RDM_POST(fi_trecv(c.ep, c.buf.data(), len + 64, c.buf.desc(), FI_ADDR_UNSPEC, tag, 0,
+		FT_POST(fi_trecv(c.ep, c.buf.data(), len + 64, c.buf.desc(), FI_ADDR_UNSPEC, tag, 0,
 				  &rctx));
 		bool want_completion = false;
 		if (len == 0 && selective) {
-			RDM_POST(zero_len(c.ep, self, tag));
+			FT_POST(zero_len(c.ep, self, tag));
 		} else if (len == 0) {
 			/* Without selective completion a send completes: give it a context. */
-			RDM_POST(zero_len(c.ep, self, tag, 0, &sctx));
+			FT_POST(zero_len(c.ep, self, tag, 0, &sctx));
 			want_completion = true;
 		} else {
 			fill_pattern(sbuf.data(), len, uint32_t(len));
 			iovec iov{sbuf.data(), len};
 			void *desc = sbuf.desc();
 			fi_msg_tagged m{&iov, &desc, 1, self, tag, 0, &sctx, 0};
-			RDM_POST(fi_tsendmsg(c.ep, &m, selective ? FI_COMPLETION : 0));
+			FT_POST(fi_tsendmsg(c.ep, &m, selective ? FI_COMPLETION : 0));
 			want_completion = true;
 		}
 		Entry e = c.ep.rx().wait(&rctx, what);
@@ -121,9 +121,9 @@ int main(int argc, char **argv)
 	Ctl ctl;
 	const bool sas = has_order(fab, FI_ORDER_SAS);
 	const bool cq_data = fab.cq_data_size() > 0;
-	EpSpec spec;
+	EpSpec spec = ep_spec(fab);
 	if (opts.client)
-		spec.tx_bind = FI_SELECTIVE_COMPLETION;
+		spec.tx.bind_flags = FI_SELECTIVE_COMPLETION;
 	Endpoint ep(fab, spec);
 	fi_addr_t peer = ctl.exchange_names(fab, ep);
 	Ctx c(fab, ep);
@@ -138,22 +138,22 @@ int main(int argc, char **argv)
 
 	if (opts.client) {
 		ctl.sync("posted");
-		RDM_POST(zero_len(ep, peer, T + 1));
-		RDM_POST(zero_len(ep, peer, T + 2));
+		FT_POST(zero_len(ep, peer, T + 1));
+		FT_POST(zero_len(ep, peer, T + 2));
 		ctl.sync("received 1, 2");
-		RDM_POST(zero_len(ep, peer, T + 3));
+		FT_POST(zero_len(ep, peer, T + 3));
 		if (sas)
-			RDM_POST(zero_len(ep, peer, marker | 3));
+			FT_POST(zero_len(ep, peer, marker | 3));
 		ctl.notify("sent 3");
 		ctl.sync("received 3");
 		if (cq_data) {
-			RDM_POST(zero_len(ep, peer, T + 4, FI_REMOTE_CQ_DATA, nullptr, fab.cq_data(0x44)));
+			FT_POST(zero_len(ep, peer, T + 4, FI_REMOTE_CQ_DATA, nullptr, fab.cq_data(0x44)));
 			ctl.sync("received 4");
 		}
 		for (int i = 0; i < burst; i++)
-			RDM_POST(zero_len(ep, peer, T + 5));
+			FT_POST(zero_len(ep, peer, T + 5));
 		fi_context2 last{};
-		RDM_POST(zero_len(ep, peer, T + 6, FI_COMPLETION, &last));
+		FT_POST(zero_len(ep, peer, T + 6, FI_COMPLETION, &last));
 		Entry e = ep.tx().wait(&last, "the zero-length send with FI_COMPLETION");
 		expect_flags(e, FI_SEND | FI_TAGGED, FI_RECV, "the zero-length send with FI_COMPLETION");
 		ctl.sync("received burst");
@@ -171,8 +171,8 @@ int main(int argc, char **argv)
 	/* server */
 	fi_context2 r1{}, r2{};
 	memset(c.buf.data(), canary, 64);
-	RDM_POST(fi_trecv(ep, c.buf.data(), 16, c.buf.desc(), FI_ADDR_UNSPEC, T + 1, 0, &r1));
-	RDM_POST(fi_trecv(ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, T + 2, 0, &r2));
+	FT_POST(fi_trecv(ep, c.buf.data(), 16, c.buf.desc(), FI_ADDR_UNSPEC, T + 1, 0, &r1));
+	FT_POST(fi_trecv(ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, T + 2, 0, &r2));
 	ctl.sync("posted");
 	c.check_zero(ep.rx().wait(&r1, "zero-length into 16 B"), T + 1, peer, "zero-length into 16 B");
 	c.check_zero(ep.rx().wait(&r2, "zero-length into NULL/0"), T + 2, peer,
@@ -183,18 +183,18 @@ int main(int argc, char **argv)
 	ctl.await("sent 3");
 	if (sas) {
 		fi_context2 m{};
-		RDM_POST(fi_trecv(ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, marker | 3, 0, &m));
+		FT_POST(fi_trecv(ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, marker | 3, 0, &m));
 		ep.rx().wait(&m, "the marker");
 	}
 	fi_context2 r3{};
-	RDM_POST(fi_trecv(ep, c.buf.data(), 16, c.buf.desc(), FI_ADDR_UNSPEC, T + 3, 0, &r3));
+	FT_POST(fi_trecv(ep, c.buf.data(), 16, c.buf.desc(), FI_ADDR_UNSPEC, T + 3, 0, &r3));
 	c.check_zero(ep.rx().wait(&r3, "unexpected zero-length"), T + 3, peer,
 		     "unexpected zero-length message");
 	ctl.sync("received 3");
 
 	if (cq_data) {
 		fi_context2 r4{};
-		RDM_POST(fi_trecv(ep, c.buf.data(), 16, c.buf.desc(), FI_ADDR_UNSPEC, T + 4, 0, &r4));
+		FT_POST(fi_trecv(ep, c.buf.data(), 16, c.buf.desc(), FI_ADDR_UNSPEC, T + 4, 0, &r4));
 		c.check_zero(ep.rx().wait(&r4, "zero-length with data"), T + 4, peer,
 			     "zero-length with FI_REMOTE_CQ_DATA", true, fab.cq_data(0x44));
 		ctl.sync("received 4");
@@ -202,7 +202,7 @@ int main(int argc, char **argv)
 
 	std::vector<fi_context2> rb(burst + 1);
 	for (int i = 0; i <= burst; i++)
-		RDM_POST(fi_trecv(ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, i < burst ? T + 5 : T + 6, 0,
+		FT_POST(fi_trecv(ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, i < burst ? T + 5 : T + 6, 0,
 				  &rb[size_t(i)]));
 	for (int i = 0; i <= burst; i++) {
 		std::string what = "zero-length burst message " + std::to_string(i);

@@ -11,6 +11,7 @@
  */
 #pragma once
 
+#include "ft_ep.h"
 #include "ft_mr.h"
 
 #include <cstdint>
@@ -57,9 +58,8 @@ public:
 	 * anything instead. Bounded like every wait. */
 	void await_close();
 
-	/* Sends this endpoint's name, inserts the peer's; returns the peer's fi_addr_t. Any
-	 * endpoint type with name() (ft::Endpoint, ft::rdm::Endpoint). */
-	template <typename Ep> fi_addr_t exchange_names(const Fabric &fab, const Ep &ep)
+	/* Sends this endpoint's name, inserts the peer's; returns the peer's fi_addr_t. */
+	fi_addr_t exchange_names(const Fabric &fab, const Endpoint &ep)
 	{
 		send_blob(ep.name());
 		peer_name_ = recv_blob();

@@ -31,17 +31,22 @@ size_t entry_size(fi_cq_format f)
 
 std::string Completion::describe() const
 {
-	char s[512];
+	char s[640];
+	char src_s[32] = "n/a";
+	if (src != FI_ADDR_NOTAVAIL)
+		snprintf(src_s, sizeof src_s, "%llu", (unsigned long long)src);
 	if (error)
 		snprintf(s, sizeof s,
-			 "error entry: err %d (%s), prov_errno %d (%s), ctx %p, flags 0x%llx, len "
-			 "%zu",
+			 "error entry: err %d (%s), prov_errno %d (%s), ctx %p, flags 0x%llx (%s), "
+			 "len %zu, olen %zu, tag 0x%llx, buf %p",
 			 err, fi_strerror(err), prov_errno, errstr.c_str(), ctx,
-			 (unsigned long long)flags, len);
+			 (unsigned long long)flags, flags_str(flags).c_str(), len, olen,
+			 (unsigned long long)tag, buf);
 	else
-		snprintf(s, sizeof s, "ctx %p, flags 0x%llx (%s), len %zu, data 0x%llx, tag 0x%llx",
-			 ctx, (unsigned long long)flags, flags_str(flags).c_str(), len,
-			 (unsigned long long)data, (unsigned long long)tag);
+		snprintf(s, sizeof s,
+			 "ctx %p, flags 0x%llx (%s), len %zu, buf %p, data 0x%llx, tag 0x%llx, src %s",
+			 ctx, (unsigned long long)flags, flags_str(flags).c_str(), len, buf,
+			 (unsigned long long)data, (unsigned long long)tag, src_s);
 	return s;
 }
 
@@ -51,6 +56,7 @@ Cq::Cq(const Fabric &fab, const CqSpec &spec, const char *name) : spec_(spec), n
 	attr.format = spec.format;
 	attr.wait_obj = spec.wait;
 	attr.wait_cond = FI_CQ_COND_NONE;
+	attr.size = spec.size;
 	FT_CALL(fi_cq_open(fab.domain(), &attr, cq_.out(), this));
 	registry().push_back(this);
 }
@@ -74,6 +80,7 @@ Completion Cq::convert(const void *e, fi_addr_t src) const
 	c.len = m->len;
 	if (spec_.format == FI_CQ_FORMAT_MSG)
 		return c;
+	c.buf = static_cast<const fi_cq_data_entry *>(e)->buf;
 	c.data = static_cast<const fi_cq_data_entry *>(e)->data;
 	if (spec_.format == FI_CQ_FORMAT_TAGGED)
 		c.tag = static_cast<const fi_cq_tagged_entry *>(e)->tag;
@@ -94,8 +101,10 @@ Completion Cq::read_error()
 	c.ctx = e.op_context;
 	c.flags = e.flags;
 	c.len = e.len;
+	c.buf = e.buf;
 	c.data = e.data;
 	c.tag = e.tag;
+	c.olen = e.olen;
 	c.err = e.err;
 	c.prov_errno = e.prov_errno;
 	char buf[256] = "";
@@ -130,7 +139,7 @@ void Cq::progress()
 /* Waits fail at the test's line that called them. */
 #define FAIL_AT_CALLER(...) fail_at(at.file_name(), int(at.line()), __VA_ARGS__)
 
-Completion Cq::wait_for(void *ctx, const char *what, int want, const Loc &at)
+Completion Cq::wait_for(const void *ctx, const std::string &what, int want, const Loc &at)
 {
 	Deadline deadline;
 	for (;;) {
@@ -141,44 +150,54 @@ Completion Cq::wait_for(void *ctx, const char *what, int want, const Loc &at)
 			if (it->ctx != ctx) {
 				if (it->error)
 					FAIL_AT_CALLER("%s: while waiting for %s: unexpected %s",
-						       name_, what, it->describe().c_str());
+						       name_, what.c_str(), it->describe().c_str());
 				continue;
 			}
 			Completion c = *it;
 			queue_.erase(it);
 			if (want == 0 && c.error)
-				FAIL_AT_CALLER("%s: %s completed with an %s", name_, what,
+				FAIL_AT_CALLER("%s: %s completed with an %s", name_, what.c_str(),
 					       c.describe().c_str());
 			if (want == 1 && !c.error)
 				FAIL_AT_CALLER(
 					"%s: %s succeeded (%s), expected an error completion",
-					name_, what, c.describe().c_str());
-			debug("%s: %s: %s", name_, what, c.describe().c_str());
+					name_, what.c_str(), c.describe().c_str());
+			debug("%s: %s: %s", name_, what.c_str(), c.describe().c_str());
 			return c;
 		}
 		if (deadline.expired())
 			FAIL_AT_CALLER(
-				"%s: no completion of %s after %d s (%zu other entries queued)",
-				name_, what, opts.timeout_s, queue_.size());
+				"%s: no completion of %s after %d s (%zu other entries queued%s%s)",
+				name_, what.c_str(), opts.timeout_s, queue_.size(),
+				queue_.empty() ? "" : ", the oldest: ",
+				queue_.empty() ? "" : queue_.front().describe().c_str());
 	}
 }
 
-Completion Cq::wait(void *ctx, const char *what, Loc at)
+Completion Cq::wait(const void *ctx, const std::string &what, Loc at)
 {
 	return wait_for(ctx, what, 0, at);
 }
 
-Completion Cq::wait_error(void *ctx, const char *what, Loc at)
+Completion Cq::wait_error(const void *ctx, const std::string &what, Loc at)
 {
 	return wait_for(ctx, what, 1, at);
 }
 
-Completion Cq::wait_any(void *ctx, const char *what, Loc at)
+Completion Cq::wait_any(const void *ctx, const std::string &what, Loc at)
 {
 	return wait_for(ctx, what, 2, at);
 }
 
-Completion Cq::wait_next(const char *what, Loc at)
+Completion Cq::wait_next(const std::string &what, Loc at)
+{
+	Completion c = next(what, at);
+	if (c.error)
+		FAIL_AT_CALLER("%s: %s: %s", name_, what.c_str(), c.describe().c_str());
+	return c;
+}
+
+Completion Cq::next(const std::string &what, Loc at)
 {
 	Deadline deadline;
 	while (queue_.empty()) {
@@ -186,21 +205,33 @@ Completion Cq::wait_next(const char *what, Loc at)
 		if (!spec_.progress)
 			progress();
 		if (deadline.expired())
-			FAIL_AT_CALLER("%s: no completion (%s) after %d s", name_, what,
+			FAIL_AT_CALLER("%s: no completion (%s) after %d s", name_, what.c_str(),
 				       opts.timeout_s);
 	}
 	Completion c = queue_.front();
 	queue_.pop_front();
-	if (c.error)
-		FAIL_AT_CALLER("%s: %s: %s", name_, what, c.describe().c_str());
+	debug("%s: %s: %s", name_, what.c_str(), c.describe().c_str());
 	return c;
 }
 
-void Cq::expect_empty(const char *what, Loc at)
+std::optional<Completion> Cq::poll()
+{
+	progress_all();
+	if (!spec_.progress)
+		progress();
+	if (queue_.empty())
+		return std::nullopt;
+	Completion c = queue_.front();
+	queue_.pop_front();
+	return c;
+}
+
+void Cq::expect_empty(const std::string &what, Loc at)
 {
 	progress();
 	if (!queue_.empty())
-		FAIL_AT_CALLER("%s: %s, but there is a completion: %s (%zu queued)", name_, what,
+		FAIL_AT_CALLER("%s: %s, but there is a completion: %s (%zu queued)", name_,
+			what.c_str(),
 			queue_.front().describe().c_str(), queue_.size());
 }
 

@@ -14,6 +14,7 @@
 #include "ft_fabric.h"
 
 #include <deque>
+#include <optional>
 #include <source_location>
 #include <string>
 #include <vector>
@@ -24,12 +25,14 @@ struct Completion {
 	void *ctx = nullptr;
 	uint64_t flags = 0;
 	size_t len = 0;
+	void *buf = nullptr; /* FI_CQ_FORMAT_DATA and TAGGED: FI_MULTI_RECV placement, FI_PEEK */
 	uint64_t data = 0;
 	uint64_t tag = 0;
 	fi_addr_t src = FI_ADDR_NOTAVAIL; /* fi_cq_readfrom's, when the CQ reads from */
 	bool error = false;
 	int err = 0;	    /* positive fabric errno of an error entry */
 	int prov_errno = 0;
+	size_t olen = 0;    /* error entries: bytes that did not fit (FI_ETRUNC) */
 	std::string errstr; /* fi_cq_strerror */
 	std::string describe() const;
 };
@@ -40,6 +43,7 @@ struct CqSpec {
 	uint64_t bind_flags = 0; /* added to FI_TRANSMIT / FI_RECV, e.g. FI_SELECTIVE_COMPLETION */
 	bool readfrom = false;	 /* read with fi_cq_readfrom (FI_SOURCE) */
 	bool progress = true;	 /* read by progress_all; off for CQs a test reads itself */
+	size_t size = 0;	 /* fi_cq_attr.size; 0: the provider's default */
 };
 
 class Cq {
@@ -58,15 +62,20 @@ public:
 	/* Failures name the caller's file and line (`at`). */
 	using Loc = std::source_location;
 	/* The successful completion of `ctx`; any error entry fails the test. */
-	Completion wait(void *ctx, const char *what, Loc at = Loc::current());
+	Completion wait(const void *ctx, const std::string &what, Loc at = Loc::current());
 	/* The error completion of `ctx`; its success or another error fails the test. */
-	Completion wait_error(void *ctx, const char *what, Loc at = Loc::current());
-	/* The completion of `ctx`, successful or not. */
-	Completion wait_any(void *ctx, const char *what, Loc at = Loc::current());
+	Completion wait_error(const void *ctx, const std::string &what, Loc at = Loc::current());
+	/* The completion of `ctx`, successful or not (another error entry fails). */
+	Completion wait_any(const void *ctx, const std::string &what, Loc at = Loc::current());
 	/* The oldest queued completion, waiting for one if none (errors fail). */
-	Completion wait_next(const char *what, Loc at = Loc::current());
+	Completion wait_next(const std::string &what, Loc at = Loc::current());
+	/* The oldest queued entry, successful or not, waiting for one (ordering checks). */
+	Completion next(const std::string &what, Loc at = Loc::current());
+	/* The oldest queued entry if there is one (reads the CQs first); never waits. */
+	std::optional<Completion> poll();
 	/* Fails unless nothing is queued or readable (e.g. after an inject). */
-	void expect_empty(const char *what, Loc at = Loc::current());
+	void expect_empty(const std::string &what, Loc at = Loc::current());
+	size_t queued() const { return queue_.size(); }
 	/* Converts one entry read in this CQ's format (for tests that call fi_cq_sread). */
 	Completion convert(const void *entry, fi_addr_t src) const;
 	/* Reads the error entry after -FI_EAVAIL. */
@@ -74,7 +83,7 @@ public:
 
 private:
 	/* want: 0 success, 1 error, 2 either */
-	Completion wait_for(void *ctx, const char *what, int want, const Loc &at);
+	Completion wait_for(const void *ctx, const std::string &what, int want, const Loc &at);
 
 	CqSpec spec_;
 	const char *name_;

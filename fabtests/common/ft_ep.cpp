@@ -6,14 +6,30 @@ namespace ft {
 
 Endpoint::Endpoint(const Fabric &fab, const CqSpec &tx, const CqSpec &rx,
 		   const std::function<void(fid_ep *)> &before_enable)
-	: tx_(fab, tx, "tx cq"), rx_(fab, rx, "rx cq")
+	: Endpoint(fab, EpSpec{tx, rx, nullptr, nullptr, before_enable})
 {
+}
+
+Endpoint::Endpoint(const Fabric &fab, const EpSpec &spec)
+{
+	if (spec.shared_tx) {
+		tx_ = spec.shared_tx;
+	} else {
+		own_tx_ = std::make_unique<Cq>(fab, spec.tx, "tx cq");
+		tx_ = own_tx_.get();
+	}
+	if (spec.shared_rx) {
+		rx_ = spec.shared_rx;
+	} else {
+		own_rx_ = std::make_unique<Cq>(fab, spec.rx, "rx cq");
+		rx_ = own_rx_.get();
+	}
 	FT_CALL(fi_endpoint(fab.domain(), fab.info(), ep_.out(), nullptr));
 	FT_CALL(fi_ep_bind(ep_, &fab.av()->fid, 0));
-	FT_CALL(fi_ep_bind(ep_, &tx_.get()->fid, FI_TRANSMIT | tx.bind_flags));
-	FT_CALL(fi_ep_bind(ep_, &rx_.get()->fid, FI_RECV | rx.bind_flags));
-	if (before_enable)
-		before_enable(ep_);
+	FT_CALL(fi_ep_bind(ep_, &tx_->get()->fid, FI_TRANSMIT | spec.tx.bind_flags));
+	FT_CALL(fi_ep_bind(ep_, &rx_->get()->fid, FI_RECV | spec.rx.bind_flags));
+	if (spec.before_enable)
+		spec.before_enable(ep_);
 	FT_CALL(fi_enable(ep_));
 }
 
