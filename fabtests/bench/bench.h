@@ -9,6 +9,8 @@
  */
 #pragma once
 
+#include "endpoint.h"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -20,6 +22,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -32,14 +36,6 @@ inline double seconds_since(Clock::time_point t0)
 	return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-/* A failure of this measurement run; `unavailable` marks "no matching provider info". */
-struct Error : std::runtime_error {
-	explicit Error(const std::string &what, bool unavailable = false, bool peer_gone = false)
-		: std::runtime_error(what), unavailable(unavailable), peer_gone(peer_gone) {}
-	bool unavailable;
-	bool peer_gone;
-};
-[[noreturn]] void fail_fi(const char *call, long ret);
 /* The same failure, with the state of the test that met it (for stalls above all). */
 inline Error annotate(const Error &e, const std::string &state)
 {
@@ -164,20 +160,20 @@ private:
 	int read_cq(Completion *out, int max);
 	void watchdog_idle();
 
+	struct FreeMem {
+		void operator()(char *p) const { std::free(p); }
+	};
+
 	const Opts &o_;
 	Ctl &ctl_;
-	fi_info *info_ = nullptr;
-	fid_fabric *fabric_ = nullptr;
-	fid_domain *domain_ = nullptr;
-	fid_cq *cq_ = nullptr;
-	fid_av *av_ = nullptr;
+	std::vector<std::unique_ptr<char, FreeMem>> memory_; /* the regions' buffers */
+	Endpoint obj_; /* declared after memory_: its regions are closed first */
+	fid_cq *cq_ = nullptr; /* obj_'s, for the data path */
 	fid_ep *ep_ = nullptr;
 	fi_addr_t peer_ = FI_ADDR_UNSPEC;
-	std::vector<Region> regions_;
 	std::vector<Op> ops_;
 	std::vector<Op *> free_ops_;
 	std::vector<Completion> pending_;
-	uint64_t next_key_ = 1;
 	uint64_t idle_ = 0;
 	Clock::time_point last_progress_ = Clock::now();
 };

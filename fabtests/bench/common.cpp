@@ -15,12 +15,6 @@
 
 namespace bench {
 
-void fail_fi(const char *call, long ret)
-{
-	throw Error(std::string(call) + ": " + fi_strerror(int(ret < 0 ? -ret : ret)) + " (" +
-		    std::to_string(ret) + ")");
-}
-
 const char *kind_name(uint32_t k)
 {
 	switch (k) {

@@ -36,117 +36,36 @@ std::string mr_mode_str(uint64_t m)
 	return s.empty() ? "none" : s;
 }
 
-bool matches(const fi_info *i, const Opts &o)
-{
-	if (!o.fabric.empty() && (!i->fabric_attr->name || o.fabric != i->fabric_attr->name))
-		return false;
-	if (!o.domain.empty() && (!i->domain_attr->name || o.domain != i->domain_attr->name))
-		return false;
-	return true;
-}
-
 } // namespace
 
-Fabric::~Fabric()
-{
-	for (auto &r : regions_) {
-		if (r.mr)
-			fi_close(&r.mr->fid);
-	}
-	if (ep_)
-		fi_close(&ep_->fid);
-	if (av_)
-		fi_close(&av_->fid);
-	if (cq_)
-		fi_close(&cq_->fid);
-	if (domain_)
-		fi_close(&domain_->fid);
-	if (fabric_)
-		fi_close(&fabric_->fid);
-	if (info_)
-		fi_freeinfo(info_);
-	for (auto &r : regions_)
-		std::free(r.buf);
-}
+Fabric::~Fabric() = default; /* obj_ closes the regions, then memory_ frees them */
 
 void Fabric::open()
 {
-	fi_info *hints = fi_allocinfo();
-	if (!hints)
-		throw Error("fi_allocinfo failed");
-	hints->ep_attr->type = o_.dgram ? FI_EP_DGRAM : FI_EP_RDM;
-	hints->caps = (o_.tagged ? FI_TAGGED : FI_MSG) | (o_.dgram ? 0 : rma_caps);
-	hints->mode = FI_CONTEXT | FI_CONTEXT2 | (o_.dgram ? FI_MSG_PREFIX : 0);
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
-				      FI_MR_VIRT_ADDR | FI_MR_ENDPOINT;
-	hints->domain_attr->threading = FI_THREAD_DOMAIN;
-	hints->tx_attr->msg_order = 0;	/* the tests do not depend on ordering */
-	hints->rx_attr->msg_order = 0;
-	hints->fabric_attr->prov_name = strdup(o_.prov.c_str());
-	if (!o_.fabric.empty())
-		hints->fabric_attr->name = strdup(o_.fabric.c_str());
+	Selection sel;
+	sel.prov = o_.prov;
+	sel.fabric = o_.fabric;
+	sel.domain = o_.domain;
+	sel.type = o_.dgram ? FI_EP_DGRAM : FI_EP_RDM;
+	sel.caps = o_.tagged ? FI_TAGGED : FI_MSG;
+	sel.optional_caps = o_.dgram ? 0 : rma_caps; /* without RMA: message tests only */
+	sel.mode = FI_CONTEXT | FI_CONTEXT2 | (o_.dgram ? FI_MSG_PREFIX : 0);
+	sel.cq_format = FI_CQ_FORMAT_MSG;
+	sel.av_count = 2;
+	obj_.open(sel);
+	cq_ = obj_.cq();
+	ep_ = obj_.ep();
 
-	const uint32_t version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
-	fi_info *list = nullptr;
-	int ret = fi_getinfo(version, nullptr, nullptr, 0, hints, &list);
-	if (ret == -FI_ENODATA) {	/* no RMA: message tests only */
-		hints->caps &= ~rma_caps;
-		ret = fi_getinfo(version, nullptr, nullptr, 0, hints, &list);
-	}
-	fi_freeinfo(hints);
-	std::string what = "no " + (o_.fabric.empty() ? std::string() : o_.fabric + " ") +
-			   "info from provider " + o_.prov +
-			   (o_.domain.empty() ? "" : " on domain " + o_.domain) +
-			   (o_.tagged ? " with FI_TAGGED" : "") + (o_.dgram ? " for FI_EP_DGRAM" : "");
-	if (ret == -FI_ENODATA)
-		throw Error(what, true);
-	if (ret)
-		fail_fi("fi_getinfo", ret);
-	for (fi_info *i = list; i; i = i->next)
-		if (matches(i, o_)) {
-			info_ = fi_dupinfo(i);
-			break;
-		}
-	fi_freeinfo(list);
-	if (!info_)
-		throw Error(what, true);
-
-	has_rma = (info_->caps & FI_RMA) != 0;
-	inject_size = info_->tx_attr->inject_size;
-	max_msg_size = info_->ep_attr->max_msg_size;
-	tx_size = info_->tx_attr->size;
-	rx_size = info_->rx_attr->size;
-	mr_mode = info_->domain_attr->mr_mode;
-	msg_order = info_->tx_attr->msg_order;
-	if ((info_->mode | info_->tx_attr->mode) & FI_MSG_PREFIX)
-		prefix = info_->ep_attr->msg_prefix_size;
-
-	if ((ret = fi_fabric(info_->fabric_attr, &fabric_, nullptr)))
-		fail_fi("fi_fabric", ret);
-	if ((ret = fi_domain(fabric_, info_, &domain_, nullptr)))
-		fail_fi("fi_domain", ret);
-
-	fi_cq_attr cq_attr{};
-	cq_attr.format = FI_CQ_FORMAT_MSG;
-	cq_attr.wait_obj = FI_WAIT_NONE;
-	cq_attr.size = tx_size && rx_size ? tx_size + rx_size : 0;
-	if ((ret = fi_cq_open(domain_, &cq_attr, &cq_, nullptr)))
-		fail_fi("fi_cq_open", ret);
-
-	fi_av_attr av_attr{};
-	av_attr.type = info_->domain_attr->av_type;
-	av_attr.count = 2;
-	if ((ret = fi_av_open(domain_, &av_attr, &av_, nullptr)))
-		fail_fi("fi_av_open", ret);
-
-	if ((ret = fi_endpoint(domain_, info_, &ep_, nullptr)))
-		fail_fi("fi_endpoint", ret);
-	if ((ret = fi_ep_bind(ep_, &av_->fid, 0)))
-		fail_fi("fi_ep_bind(av)", ret);
-	if ((ret = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV)))
-		fail_fi("fi_ep_bind(cq)", ret);
-	if ((ret = fi_enable(ep_)))
-		fail_fi("fi_enable", ret);
+	const fi_info *info = obj_.info();
+	has_rma = (info->caps & FI_RMA) != 0;
+	inject_size = info->tx_attr->inject_size;
+	max_msg_size = info->ep_attr->max_msg_size;
+	tx_size = info->tx_attr->size;
+	rx_size = info->rx_attr->size;
+	mr_mode = info->domain_attr->mr_mode;
+	msg_order = info->tx_attr->msg_order;
+	if ((info->mode | info->tx_attr->mode) & FI_MSG_PREFIX)
+		prefix = info->ep_attr->msg_prefix_size;
 
 	ops_.resize(op_pool);
 	for (auto &op : ops_)
@@ -155,8 +74,9 @@ void Fabric::open()
 
 std::string Fabric::describe() const
 {
-	std::string s = std::string("provider ") + info_->fabric_attr->prov_name + ", fabric " +
-			info_->fabric_attr->name + ", domain " + info_->domain_attr->name +
+	const fi_info *info = obj_.info();
+	std::string s = std::string("provider ") + info->fabric_attr->prov_name + ", fabric " +
+			info->fabric_attr->name + ", domain " + info->domain_attr->name +
 			", caps " + (o_.tagged ? "tagged" : "msg") + (has_rma ? "+rma" : "") +
 			", inject " + std::to_string(inject_size) + ", max_msg " +
 			std::to_string(max_msg_size) + ", tx/rx size " + std::to_string(tx_size) +
@@ -168,19 +88,13 @@ std::string Fabric::describe() const
 
 std::string Fabric::local_name()
 {
-	char buf[sizeof(CtlMsg::data)];
-	size_t len = sizeof buf;
-	int ret = fi_getname(&ep_->fid, buf, &len);
-	if (ret)
-		fail_fi("fi_getname", ret);
-	return std::string(buf, len);
+	std::vector<uint8_t> name = obj_.name();
+	return std::string(name.begin(), name.end());
 }
 
 void Fabric::insert_peer(const std::string &name)
 {
-	int ret = fi_av_insert(av_, name.data(), 1, &peer_, 0, nullptr);
-	if (ret != 1)
-		fail_fi("fi_av_insert", ret < 0 ? ret : -FI_EINVAL);
+	peer_ = obj_.insert(name.data());
 }
 
 Region Fabric::reg(size_t len, bool remote)
@@ -191,27 +105,16 @@ Region Fabric::reg(size_t len, bool remote)
 	r.buf = static_cast<char *>(std::aligned_alloc(4096, alloc));
 	if (!r.buf)
 		throw Error("out of memory allocating " + std::to_string(alloc) + " bytes");
+	memory_.emplace_back(r.buf); /* freed by the destructor, even when registering fails */
 	std::memset(r.buf, 0, alloc);
-	regions_.push_back(r);	/* freed by the destructor, even when registering fails */
 
 	uint64_t access = FI_SEND | FI_RECV;
 	if (has_rma)
 		access |= FI_READ | FI_WRITE | (remote ? FI_REMOTE_READ | FI_REMOTE_WRITE : 0);
-	int ret = fi_mr_reg(domain_, r.buf, len, access, 0, next_key_++, 0, &r.mr, nullptr);
-	if (ret)
-		fail_fi("fi_mr_reg", ret);
-	regions_.back().mr = r.mr;
-	if (mr_mode & FI_MR_ENDPOINT) {
-		if ((ret = fi_mr_bind(r.mr, &ep_->fid, 0)))
-			fail_fi("fi_mr_bind", ret);
-		if ((ret = fi_mr_enable(r.mr)))
-			fail_fi("fi_mr_enable", ret);
-	}
+	r.mr = obj_.reg(r.buf, len, access);
 	r.desc = fi_mr_desc(r.mr);
 	r.key = fi_mr_key(r.mr);
-	if (r.key == FI_KEY_NOTAVAIL)
-		throw Error("fi_mr_key: key not available (FI_MR_RAW is not supported)");
-	r.raddr = (mr_mode & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(r.buf) : 0;
+	r.raddr = obj_.remote_addr(r.buf);
 	return r;
 }
 

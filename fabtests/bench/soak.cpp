@@ -28,6 +28,8 @@
  *   fi_efa_soak [-n PROCS] [-t SECONDS] [-p PROV] [-F FABRIC] [-D DOMAIN] [-M MAXSIZE]
  *               [-w WINDOW] [-R RMASIZE] [-g GRACE] [-s SEED]
  */
+#include "endpoint.h"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -192,17 +194,13 @@ private:
 	void post_rma(Op &op, Op::Kind kind);
 	void completed(Op &op, size_t len, uint64_t tag);
 	bool poll_parent(Wire &w);
-	fid_mr *reg(uint8_t *buf, size_t len, uint64_t access);
 
 	const Opts &o_;
 	int rank_, rd_, wr_;
-	fi_info *info_ = nullptr;
-	fid_fabric *fabric_ = nullptr;
-	fid_domain *domain_ = nullptr;
-	fid_cq *cq_ = nullptr;
-	fid_av *av_ = nullptr;
+	bench::Endpoint obj_;
+	fid_cq *cq_ = nullptr; /* obj_'s, for the data path */
 	fid_ep *ep_ = nullptr;
-	std::vector<fid_mr *> mrs_;
+	fid_mr *win_mr_ = nullptr;
 	bool local_mr_ = false;
 	void *desc_ = nullptr, *win_desc_ = nullptr;
 	uint8_t *pool_ = nullptr, *window_ = nullptr, *scratch_ = nullptr;
@@ -234,55 +232,29 @@ void Child::fail(const char *fmt, ...)
 	errors_++;
 }
 
-fid_mr *Child::reg(uint8_t *buf, size_t len, uint64_t access)
-{
-	fid_mr *mr = nullptr;
-	int rc = fi_mr_reg(domain_, buf, len, access, 0, mrs_.size() + 1, 0, &mr, nullptr);
-	if (rc)
-		die("fi_mr_reg", rc);
-	mrs_.push_back(mr);
-	return mr;
-}
-
 void Child::open()
 {
-	fi_info *hints = fi_allocinfo();
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-	hints->mode = FI_CONTEXT | FI_CONTEXT2;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
-	hints->fabric_attr->prov_name = strdup(o_.prov.c_str());
-	if (!o_.fabric.empty())
-		hints->fabric_attr->name = strdup(o_.fabric.c_str());
-	if (!o_.domain.empty())
-		hints->domain_attr->name = strdup(o_.domain.c_str());
-	int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info_);
-	fi_freeinfo(hints);
-	if (rc)
-		die("fi_getinfo (no such provider/fabric/domain?)", rc);
+	bench::Selection sel;
+	sel.prov = o_.prov;
+	sel.fabric = o_.fabric;
+	sel.domain = o_.domain;
+	sel.caps = FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+	sel.cq_format = FI_CQ_FORMAT_TAGGED;
+	sel.cq_size = 4096;
+	sel.av_count = kMaxProcs;
+	try {
+		obj_.open(sel);
+	} catch (const bench::Error &e) {
+		fprintf(stderr, "soak[%d]: %s\n", rank_, e.what());
+		_exit(1);
+	}
+	const fi_info *info = obj_.info();
 	if (rank_ == 0)
-		fprintf(stderr, "soak: provider %s, fabric %s, domain %s\n", info_->fabric_attr->prov_name,
-			info_->fabric_attr->name, info_->domain_attr->name);
-	local_mr_ = info_->domain_attr->mr_mode & FI_MR_LOCAL;
-	if ((rc = fi_fabric(info_->fabric_attr, &fabric_, nullptr)))
-		die("fi_fabric", rc);
-	if ((rc = fi_domain(fabric_, info_, &domain_, nullptr)))
-		die("fi_domain", rc);
-	fi_cq_attr cq_attr{};
-	cq_attr.format = FI_CQ_FORMAT_TAGGED;
-	cq_attr.size = 4096;
-	if ((rc = fi_cq_open(domain_, &cq_attr, &cq_, nullptr)))
-		die("fi_cq_open", rc);
-	fi_av_attr av_attr{};
-	av_attr.type = FI_AV_TABLE;
-	if ((rc = fi_av_open(domain_, &av_attr, &av_, nullptr)))
-		die("fi_av_open", rc);
-	if ((rc = fi_endpoint(domain_, info_, &ep_, nullptr)))
-		die("fi_endpoint", rc);
-	if ((rc = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV)) || (rc = fi_ep_bind(ep_, &av_->fid, 0)))
-		die("fi_ep_bind", rc);
-	if ((rc = fi_enable(ep_)))
-		die("fi_enable", rc);
+		fprintf(stderr, "soak: provider %s, fabric %s, domain %s\n", info->fabric_attr->prov_name,
+			info->fabric_attr->name, info->domain_attr->name);
+	local_mr_ = obj_.mr_mode() & FI_MR_LOCAL;
+	cq_ = obj_.cq();
+	ep_ = obj_.ep();
 
 	/* Per peer: window send and receive buffers of max_size, one RMA buffer. */
 	const int n = o_.procs, w = o_.window;
@@ -293,8 +265,14 @@ void Child::open()
 	if (!pool_ || !window_ || !scratch_)
 		die("out of memory", -FI_ENOMEM);
 	memset(window_, 0, size_t(n) * o_.rma_size);
-	desc_ = fi_mr_desc(reg(pool_, pool, FI_SEND | FI_RECV | FI_READ | FI_WRITE));
-	win_desc_ = fi_mr_desc(reg(window_, size_t(n) * o_.rma_size, FI_REMOTE_READ | FI_REMOTE_WRITE));
+	try {
+		desc_ = fi_mr_desc(obj_.reg(pool_, pool, FI_SEND | FI_RECV | FI_READ | FI_WRITE));
+		win_mr_ = obj_.reg(window_, size_t(n) * o_.rma_size, FI_REMOTE_READ | FI_REMOTE_WRITE);
+	} catch (const bench::Error &e) {
+		fprintf(stderr, "soak[%d]: %s\n", rank_, e.what());
+		_exit(1);
+	}
+	win_desc_ = fi_mr_desc(win_mr_);
 
 	sends_.resize(size_t(n) * w);
 	recvs_.resize(size_t(n) * w);
@@ -326,8 +304,8 @@ void Child::exchange()
 	if (rc)
 		die("fi_getname", rc);
 	w.name_len = uint32_t(len);
-	w.rma_addr = (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? uint64_t(uintptr_t(window_)) : 0;
-	w.rma_key = fi_mr_key(mrs_[1]);
+	w.rma_addr = obj_.remote_addr(window_);
+	w.rma_key = fi_mr_key(win_mr_);
 	if (!write_all(wr_, &w, sizeof w))
 		die("pipe to parent", -FI_EIO);
 	addr_.assign(size_t(o_.procs), FI_ADDR_NOTAVAIL);
@@ -338,8 +316,11 @@ void Child::exchange()
 		if (!read_all(rd_, r) || r.kind != Msg::Names)
 			die("names from parent", -FI_EIO);
 		const int p = int(r.from);
-		if (fi_av_insert(av_, r.name, 1, &addr_[size_t(p)], 0, nullptr) != 1)
+		try {
+			addr_[size_t(p)] = obj_.insert(r.name);
+		} catch (const bench::Error &) {
 			die("fi_av_insert", -FI_EINVAL);
+		}
 		raddr_[size_t(p)] = r.rma_addr;
 		rkey_[size_t(p)] = r.rma_key;
 	}
@@ -589,14 +570,7 @@ int Child::run()
 	if (errors_)
 		return 1;
 	/* Posted receives beyond the last message are simply closed with the endpoint. */
-	fi_close(&ep_->fid);
-	fi_close(&av_->fid);
-	for (fid_mr *mr : mrs_)
-		fi_close(&mr->fid);
-	fi_close(&cq_->fid);
-	fi_close(&domain_->fid);
-	fi_close(&fabric_->fid);
-	fi_freeinfo(info_);
+	obj_.close();
 	free(pool_);
 	free(window_);
 	free(scratch_);
