@@ -44,7 +44,7 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 	Parsed pk;
 	const ParseError e = parse(pkt->buf, pkt->len, pk);
 	if (e != ParseError::None) {
-		dropped_malformed++;
+		drops.malformed++;
 		if (!warned_malformed) {
 			warned_malformed = true;
 			EFA_WARN(EpData, "malformed packet from QP %u (%u bytes): %s; dropped (peers must run the same "
@@ -71,7 +71,7 @@ void Ep::dispatch(Peer &p, Pkt *pkt, const Parsed &pk)
 	switch (pk.type) {
 	case PktType::Handshake: handle_handshake(p, pk); break;
 	case PktType::Cts: handle_cts(p, pk); break;
-	case PktType::Data: handle_data(p, pk); break;
+	case PktType::Data: rx.handle_data(p, pk); break;
 	case PktType::Receipt: handle_receipt(p, pk); break;
 	case PktType::ReadRsp: handle_read_rsp(p, pk); break;
 	case PktType::AtomRsp: handle_atom_rsp(p, pk); break;
@@ -91,7 +91,7 @@ void Ep::dispatch(Peer &p, Pkt *pkt, const Parsed &pk)
 	case PktType::Eor: handle_eor(p, pk); break;
 	default:
 		/* Types this version parses but does not act on yet. */
-		dropped_unknown++;
+		drops.unknown++;
 		EFA_DBG(EpData, "%s from %s: not handled", pkt_type_name(pk.type), addr_to_string(p.raw).c_str());
 		break;
 	}
@@ -102,18 +102,18 @@ void Ep::ordered_req(Peer &p, Pkt *pkt, const Parsed &pk)
 	const uint32_t id = msg_id_of(pk);
 	switch (p.rob.classify(id)) {
 	case ReorderBuffer<Pkt>::Verdict::Past:
-		route_segment(p, *pkt, pk);
+		rx.route_segment(p, *pkt, pk);
 		return;
 	case ReorderBuffer<Pkt>::Verdict::Queued:
 		/* A duplicate waits for nothing: dropped now rather than copied and queued. */
 		if (queued_dup(p.rob.find(id), pk)) {
-			dropped_dup++;
+			drops.dup++;
 			return;
 		}
 		p.rob.accept(id, io.copy_of(*pkt));
 		return;
 	case ReorderBuffer<Pkt>::Verdict::Refused:
-		dropped_far++;
+		drops.far++;
 		if (!warned_far) {
 			warned_far = true;
 			EFA_WARN(EpData, "a request from %s is %u message ids ahead of the next one expected, beyond the "
@@ -138,7 +138,7 @@ void Ep::ordered_req(Peer &p, Pkt *pkt, const Parsed &pk)
 				 * of a one-packet request is a duplicate from a faulty peer. */
 				const bool medium = c.type == PktType::MediumMsg || c.type == PktType::MediumTag;
 				if (started && !medium)
-					dropped_dup++;
+					drops.dup++;
 				else
 					process_req(p, chain, c);
 				started = true;
@@ -170,15 +170,15 @@ void Ep::process_req(Peer &p, Pkt *pkt, const Parsed &pk)
 {
 	/* Later segments of a medium message whose first one started it. */
 	if (pk.type == PktType::MediumMsg || pk.type == PktType::MediumTag) {
-		if (MsgLink *l = active_msg(p, pk.as<RtmHdr>().msg_id)) {
-			add_segment(*l->m, *pkt, pk);
+		if (MsgLink *l = Receiver::active_msg(p, pk.as<RtmHdr>().msg_id)) {
+			rx.add_segment(*l->m, *pkt, pk);
 			return;
 		}
 	}
 	if (pk.type == PktType::AtomicReq)
 		handle_atomic_req(p, pk);
 	else
-		start_msg(p, pkt, pk);
+		rx.start_msg(p, *pkt, pk);
 }
 
 } // namespace efa::rdm

@@ -120,7 +120,7 @@ ssize_t ep_cancel(fid_t f, void *context)
 	if (!ep)
 		return -FI_EINVAL;
 	std::lock_guard g(ep->lock);
-	return ep->cancel(context);
+	return ep->rx.cancel(context);
 }
 
 int ep_getopt(fid_t f, int level, int name, void *val, size_t *len)
@@ -155,6 +155,7 @@ int ep_setopt(fid_t f, int level, int name, const void *val, size_t len)
 		if (len != sizeof(size_t))
 			return -FI_EINVAL;
 		ep->min_multi_recv = *static_cast<const size_t *>(val);
+		ep->rx.set_min_multi_recv(ep->min_multi_recv); /* fi_enable configures it too */
 		return 0;
 	case FI_OPT_EFA_USE_DEVICE_RDMA:
 		if (len != sizeof(bool))
@@ -183,7 +184,7 @@ ssize_t rx_size_left(fid_ep *f)
 {
 	return size_left<Ep>(f, [](Ep &ep) {
 		std::lock_guard g(ep.lock);
-		return ep.info->rx_attr->size - std::min(ep.info->rx_attr->size, ep.rxops.in_use());
+		return ep.info->rx_attr->size - std::min(ep.info->rx_attr->size, ep.rx.posted_count());
 	});
 }
 
@@ -228,7 +229,6 @@ int Ep::enable()
 	peers.init(dom, av, rx_window, &io);
 	rm_enabled = info->domain_attr->resource_mgmt != FI_RM_DISABLED;
 	directed = info->caps & FI_DIRECTED_RECV;
-	match.set_directed(directed);
 	if (!min_multi_recv)
 		min_multi_recv = mtu - sizeof(EagerHdr);
 	io.set_backoff(uint32_t(prm.timeout_interval), uint32_t(std::max<size_t>(prm.max_timeout, 40)));
@@ -286,7 +286,15 @@ int Ep::enable()
 		return r;
 	}
 	txops.set_cap(info->tx_attr->size);
-	rxops.set_cap(info->rx_attr->size);
+	RxConfig rc;
+	rc.directed = directed;
+	rc.selective = rx_selective;
+	rc.min_multi_recv = min_multi_recv;
+	rc.size = info->rx_attr->size;
+	rc.qkey = qkey;
+	rc.cts_window = credits * (mtu - sizeof(DataHdr));
+	rc.max_read = dev.max_rdma_size();
+	rx.configure(rc);
 	enabling = true;
 	return 0;
 }
@@ -319,14 +327,71 @@ int Ep::close()
 		io.reset();
 		enabled = false;
 	}
-	if (dropped_malformed || dropped_unknown || dropped_dup || dropped_far || dropped_foreign)
+	if (drops.malformed || drops.unknown || drops.dup || drops.far || drops.foreign)
 		EFA_INFO(EpCtrl, "efa endpoint closed: dropped %lu malformed, %lu from unknown senders, %lu duplicate packets, "
 			 "%lu requests beyond the reorder reach, %lu of another protocol version",
-			 (unsigned long)dropped_malformed, (unsigned long)dropped_unknown, (unsigned long)dropped_dup,
-			 (unsigned long)dropped_far, (unsigned long)dropped_foreign);
+			 (unsigned long)drops.malformed, (unsigned long)drops.unknown, (unsigned long)drops.dup,
+			 (unsigned long)drops.far, (unsigned long)drops.foreign);
 	release_bindings();
 	retire(this);
 	return 0;
+}
+
+/* ------------------------------------------------------------------ receives */
+
+ssize_t Ep::recv(const RecvArgs &a)
+{
+	if (!enabled) {
+		EFA_WARN_ONCE(EpData, "a receive before fi_enable: bind an AV and CQs, call fi_enable, then post");
+		return -FI_EOPBADSTATE;
+	}
+	if (!rx_cq)
+		return -FI_ENOCQ;
+	return rx.recv(a);
+}
+
+/* The Receiver's port (receiver.h). */
+Pkt *EpRxPort::rx_tx_pkt(Peer &p) { return ep_.tx_pkt(p, nullptr); }
+void EpRxPort::rx_post(Pkt *pkt) { ep_.post(pkt); }
+void EpRxPort::rx_put_tx(Pkt *pkt) { ep_.io.put_tx(pkt); }
+Pkt *EpRxPort::rx_copy(const Pkt &pkt) { return ep_.io.copy_of(pkt); }
+void EpRxPort::rx_free_copy(Pkt *pkt) { ep_.io.free_copy(pkt); }
+void EpRxPort::rx_adopt_pending() { ep_.adopt_pending(); }
+
+int EpRxPort::rx_reg(void *buf, size_t len, verbs::Mr &out)
+{
+	auto r = verbs::Mr::reg(ep_.dom->pd, buf, len, verbs::kLocalWrite);
+	if (!r.ok())
+		return r.error();
+	out = r.take();
+	return 0;
+}
+
+int EpRxPort::rx_read(Pkt *pkt, void *buf, uint32_t len, const verbs::Mr &mr, uint64_t raddr, uint32_t rkey)
+{
+	Peer &p = *pkt->msg->peer;
+	const verbs::Sge sge{reinterpret_cast<uintptr_t>(buf), len, mr.lkey()};
+	if (int r = ep_.qp.read(reinterpret_cast<uint64_t>(pkt), p.dest, {&sge, 1}, rkey, raddr, 0))
+		return r;
+	PacketIo::posted(p);
+	return 0;
+}
+
+void EpRxPort::rx_complete(const fi_cq_tagged_entry &e, fi_addr_t src)
+{
+	if (ep_.rx_cq)
+		ep_.rx_cq->push(e, src);
+}
+
+void EpRxPort::rx_error(void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &text,
+			uint64_t len, uint64_t olen, void *buf, uint64_t data, uint64_t tag)
+{
+	ep_.report_error(ep_.rx_cq, context, flags, err, prov_errno, text, len, olen, buf, data, tag);
+}
+
+void EpRxPort::rx_count(bool remote_write, bool ok)
+{
+	ep_.count(remote_write ? kCntrRemoteWrite : kCntrRecv, ok);
 }
 
 int ep_open(fid_domain *df, fi_info *info, fid_ep **out, void *context)

@@ -2,14 +2,11 @@
 /*
  * The efa fabric's RDM endpoint: the protocol of docs/protocol.md over one SRD QP.
  *
- * Objects (packets and their pools: packet_io.h; the peer table: peer_table.h):
- *  - Peer: what the endpoint knows of one remote endpoint: its address handle, the
- *    message ids in each direction, the reorder buffer, the handshake, RNR backoff.
- *  - TxOp: one operation this endpoint started (send, RMA, atomic).
- *  - RxOp: one receive the application posted.
- *  - MsgRx: one message arriving (matched to an RxOp, or unexpected).
+ * Its parts (docs/architecture.md): the records (ops.h), packets and their pools
+ * (packet_io.h), the peer table (peer_table.h), the receiving side (receiver.h); the
+ * sending side and the glue are Ep's own.
  *
- * Concurrency: one lock per endpoint guards all of the above; the API entry points
+ * Concurrency: one lock per endpoint guards all of them; the API entry points
  * take it, and so does the completion path (Cq::progress -> Hook, which holds the CQ's
  * lock first). Completions are staged on CQs under their stage_lock (innermost). All
  * are off under FI_THREAD_DOMAIN and FI_THREAD_COMPLETION (common/lock.h).
@@ -23,13 +20,11 @@
 #include "common/lock.h"
 #include "ep_base.h"
 #include "rdm/entry.h"
-#include "rdm/match.h"
+#include "rdm/ops.h"
 #include "rdm/packet_io.h"
 #include "rdm/peer_table.h"
-#include "rdm/pkt.h"
 #include "rdm/pool.h"
-#include "rdm/proto.h"
-#include "rdm/reorder.h"
+#include "rdm/receiver.h"
 
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_ext_efa.h>
@@ -46,221 +41,27 @@
 namespace efa::rdm {
 
 struct Ep;
-struct Peer;
-struct TxOp;
-struct MsgRx;
 
-/* A message's place on its sender's list (Peer::msgs), apart from the list MsgRx itself
- * is on (unexpected or rx_pending). */
-struct MsgLink : IListNode<MsgLink> {
-	MsgRx *m = nullptr;
-};
+/* The Receiver's port (receiver.h) over this endpoint's PacketIo, device, CQs and
+ * counters. A member, not a base of Ep: Ep's fid must stay at its start. */
+class EpRxPort final : public RxPort {
+public:
+	explicit EpRxPort(Ep &ep) : ep_(ep) {}
+	Pkt *rx_tx_pkt(Peer &p) override;
+	void rx_post(Pkt *pkt) override;
+	void rx_put_tx(Pkt *pkt) override;
+	Pkt *rx_copy(const Pkt &pkt) override;
+	void rx_free_copy(Pkt *pkt) override;
+	void rx_adopt_pending() override;
+	int rx_reg(void *buf, size_t len, verbs::Mr &out) override;
+	int rx_read(Pkt *pkt, void *buf, uint32_t len, const verbs::Mr &mr, uint64_t raddr, uint32_t rkey) override;
+	void rx_complete(const fi_cq_tagged_entry &e, fi_addr_t src) override;
+	void rx_error(void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &text,
+		      uint64_t len, uint64_t olen, void *buf, uint64_t data, uint64_t tag) override;
+	void rx_count(bool remote_write, bool ok) override;
 
-/* A send's place on its peer's list of sends waiting for a RECEIPT (Peer::receipts),
- * apart from the list TxOp itself is on (tx_pending). */
-struct TxLink : IListNode<TxLink> {
-	TxOp *op = nullptr;
-};
-
-struct Peer : IListNode<Peer> {
-	explicit Peer(uint32_t window) : rob(window) {}
-	fi_addr_t addr = FI_ADDR_NOTAVAIL; /* in the AV, or FI_ADDR_NOTAVAIL (implicit) */
-	RawAddr raw{};
-	Domain::AhRef *ah = nullptr;	   /* our reference */
-	verbs::Dest dest{};
-	uint32_t next_tx_id = 0;
-	ReorderBuffer<Pkt> rob;
-	bool hs_sent = false;  /* our HANDSHAKE is out (or owed: hs_owed) */
-	bool hs_owed = false;  /* could not be sent yet */
-	bool hs_got = false;   /* theirs arrived */
-	/* Known to speak our protocol: its address carries kRdmNameMark, or a packet of
-	 * ours (or our probe) came from it. Until then nothing of our protocol goes to it:
-	 * the probe first (`asked_at`: when, steady ns), and work waits (protocol.md 12.2). */
-	bool speaks_ours = false;
-	bool asked_warned = false;
-	uint64_t asked_at = 0;
-	uint64_t features = 0; /* theirs */
-	uint32_t max_payload = 0;
-	uint32_t rx_window = 0; /* theirs (0: not known yet) */
-	/* Medium messages being reassembled, and our eager and medium sends waiting for a
-	 * RECEIPT: both in message id order, found by message id (few at a time; no
-	 * allocation on the data path). */
-	IList<MsgLink> active;
-	IList<TxLink> receipts;
-	/* FI_RM_DISABLED: message ids of sends refused with FI_ENORX that the peer has not
-	 * been told to skip yet, as runs (first id, count); `void_pkt` is the one VOID
-	 * packet that tells it, on the device or waiting to be resent (protocol.md
-	 * section 11). */
-	std::deque<std::pair<uint32_t, uint32_t>> voids;
-	Pkt *void_pkt = nullptr;
-	/* RNR: packets to resend, in order, not before `backoff_until` (steady ns). */
-	IList<Pkt> queued;
-	uint64_t backoff_until = 0;
-	uint32_t backoff_us = 0;
-	/* Liveness (docs/reliability.md, "Peer failure"). Messages from it not finished yet;
-	 * whether it was heard from (a packet, or the device's ack of ours) since the last
-	 * look of probe_peers, and since when it has been silent at those looks; a probe on
-	 * its way; declared unresponsive by the device (new work fails fast until it is
-	 * heard from again); removed from the AV (kept only while the device holds
-	 * `posted` work requests to it). */
-	IList<MsgLink> msgs;
-	uint64_t silent_since = 0;
-	uint32_t posted = 0;
-	bool heard = false;
-	bool probe_out = false;
-	bool waiting = false; /* scratch of probe_peers */
-	bool dead = false;
-	uint32_t down = 0;     /* while dead: the status its operations failed with */
-	bool replaced = false; /* dead for good: a new endpoint has its QP number */
-	uint8_t foreign = 0;   /* dead for good: it sent a packet of this protocol version */
-	bool released = false;
-};
-
-enum class TxKind : uint8_t { Msg, Tagged, Write, Read, Atomic };
-
-struct TxOp : IListNode<TxOp> {
-	TxKind kind;
-	Proto proto;
-	Peer *peer = nullptr;
-	fi_addr_t addr = FI_ADDR_NOTAVAIL;
-	void *context = nullptr;
-	uint64_t flags = 0;    /* the operation's flags */
-	uint64_t cq_flags = 0; /* fi_cq entry flags */
-	bool completion = false;
-	iovec iov[kMaxRmaIov] = {};
-	void *desc[kMaxRmaIov] = {};
-	size_t iov_count = 0;
-	uint64_t len = 0;
-	uint64_t tag = 0;
-	uint64_t data = 0;
-	uint32_t msg_id = 0;
-	uint32_t id = 0;      /* send_id / recv_id the peer answers to */
-	uint32_t peer_id = 0; /* the peer's id for this operation (CTS recv_id) */
-	uint64_t sent = 0;    /* payload bytes packed so far */
-	uint64_t window = 0;  /* long-CTS: bytes the receiver accepts beyond `sent` */
-	uint64_t done = 0;    /* emulated read / atomic response: bytes received */
-	uint32_t inflight = 0;
-	bool need_receipt = false;
-	bool notice = false; /* a device write with CQ data: WRITE_DATA once it is acknowledged */
-	bool got_receipt = false;
-	bool responder = false; /* the target side of an emulated read: sends READRSP */
-	int err = 0;	     /* first error (positive FI_E*) */
-	uint32_t prov_errno = 0;
-	/* RMA and atomics */
-	fi_rma_iov rma[kMaxRmaIov] = {};
-	size_t rma_count = 0;
-	fi_op aop = static_cast<fi_op>(FI_ATOMIC_OP_LAST); /* an enumerator of fi_op in 1.x, of an unnamed enum in 2.x */
-	fi_datatype adt = static_cast<fi_datatype>(FI_DATATYPE_LAST);
-	iovec result[kMaxRmaIov] = {};
-	size_t result_count = 0;
-	iovec compare[kMaxRmaIov] = {};
-	size_t compare_count = 0;
-	/* LONGREAD: registrations of iovs whose descriptor grants no remote read. */
-	verbs::Mr reg[kMaxRmaIov];
-	TxLink rlink; /* on peer->receipts while it waits for one */
-
-	/* What every operation records when it starts: its kind, peer and the call's
-	 * context, flags and completion entry flags (`completion`: whether it reports one). */
-	void start(TxKind k, Peer *p, fi_addr_t dest, void *ctx, uint64_t op_flags, uint64_t entry_flags,
-		   bool wants_completion)
-	{
-		kind = k;
-		peer = p;
-		addr = dest;
-		context = ctx;
-		flags = op_flags;
-		cq_flags = entry_flags;
-		completion = wants_completion;
-	}
-	/* The local buffers of a send or RMA (count <= kMaxRmaIov, checked by the caller). */
-	void set_iov(const iovec *v, void **d, size_t count, uint64_t total)
-	{
-		std::copy(v, v + count, iov);
-		if (d)
-			std::copy(d, d + count, desc);
-		iov_count = count;
-		len = total;
-	}
-};
-
-struct RxOp : IListNode<RxOp> {
-	bool tagged = false;
-	fi_addr_t src = FI_ADDR_UNSPEC;
-	uint64_t tag = 0;
-	uint64_t ignore = 0;
-	void *context = nullptr;
-	uint64_t flags = 0;
-	bool completion = true;
-	iovec iov[kMaxRmaIov] = {};
-	size_t iov_count = 0;
-	uint64_t cap = 0;
-	/* FI_MULTI_RECV */
-	bool multi = false;
-	uint64_t used = 0;
-	uint32_t msgs = 0;     /* messages placed in it and not completed */
-	bool released = false; /* left the posted list */
-
-	/* What every receive records from its call (`tag`, `ignore`, `src` and FI_MULTI_RECV
-	 * are the caller's). */
-	void start(bool is_tagged, void *ctx, uint64_t op_flags, bool wants_completion, const iovec *v, size_t count,
-		   uint64_t total)
-	{
-		tagged = is_tagged;
-		context = ctx;
-		flags = op_flags;
-		completion = wants_completion;
-		std::copy(v, v + count, iov);
-		iov_count = count;
-		cap = total;
-	}
-};
-
-struct MsgRx : IListNode<MsgRx> {
-	Peer *peer = nullptr;
-	fi_addr_t src = FI_ADDR_NOTAVAIL;
-	PktType type = PktType::EagerMsg;
-	bool tagged = false;
-	uint32_t msg_id = 0;
-	uint64_t msg_len = 0;
-	uint64_t tag = 0;
-	uint64_t data = 0;
-	bool has_data = false;
-	bool dc = false;
-	uint32_t send_id = 0;
-	uint32_t id = 0; /* recv_id (long-CTS) */
-	bool has_id = false;
-	/* Bytes placed; with long-CTS, the window granted so far. */
-	uint64_t received = 0;
-	uint64_t granted = 0;
-	/* MEDIUM: the segments taken so far (offset, length), sorted by offset; a segment
-	 * that overlaps one of them is a duplicate and is dropped. */
-	std::vector<std::pair<uint64_t, uint64_t>> segs;
-	/* Until matched: the packets that arrived (copies), in order. */
-	IList<Pkt> held;
-	/* Once matched (or discarded): */
-	bool bound = false;
-	RxOp *rx = nullptr; /* a multi-receive buffer it takes a slice of */
-	void *context = nullptr;
-	bool completion = true;
-	iovec dst[kMaxRmaIov] = {};
-	size_t dst_count = 0;
-	uint64_t cap = 0;
-	bool owes_cts = false;	   /* a CTS could not be sent yet */
-	bool owes_receipt = false; /* a RECEIPT could not be sent yet */
-	bool claimed = false;	   /* FI_CLAIM: waits for the claiming receive */
-	bool discard = false;	   /* FI_DISCARD: data dropped, completion without data */
-	/* LONGREAD: the sender's iovs, our registrations of the destination, progress. */
-	RmaIov rd[kMaxRmaIov] = {};
-	uint32_t rd_count = 0;
-	verbs::Mr reg[kMaxRmaIov];
-	uint64_t rd_posted = 0; /* bytes of reads posted */
-	uint64_t rd_done = 0;
-	bool owes_reads = false;
-	bool owes_eor = false;
-	int err = 0;
-	uint32_t prov_errno = 0;
-	MsgLink plink; /* on peer->msgs until finished */
-	MsgLink alink; /* MEDIUM: on peer->active until finished */
+private:
+	Ep &ep_;
 };
 
 class Hook : public CqUser {
@@ -272,86 +73,6 @@ public:
 
 private:
 	Ep *ep_;
-};
-
-/* The flags each kind of call accepts (fi_msg(3), fi_tagged(3), fi_rma(3), fi_atomic(3)). */
-inline constexpr uint64_t kCompletionFlags = FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
-					     FI_DELIVERY_COMPLETE | FI_MORE | FI_FENCE;
-inline constexpr uint64_t kSendFlags = kCompletionFlags | FI_INJECT | FI_REMOTE_CQ_DATA;
-inline constexpr uint64_t kRecvFlags = FI_COMPLETION | FI_MORE | FI_MULTI_RECV | FI_PEEK | FI_CLAIM | FI_DISCARD;
-/* FI_EFA_WR_HIGH_PPS: the processing hint, passed on with device RDMA writes. */
-inline constexpr uint64_t kRmaFlags = kCompletionFlags | FI_INJECT | FI_REMOTE_CQ_DATA | FI_EFA_WR_HIGH_PPS;
-inline constexpr uint64_t kAtomicFlags = kCompletionFlags | FI_INJECT;
-
-/* The arguments of every send-like call, once normalised. */
-struct SendArgs {
-	const iovec *iov;
-	void **desc;
-	size_t count;
-	fi_addr_t dest;
-	uint64_t tag;
-	uint64_t data;
-	uint64_t flags;
-	void *context;
-	bool tagged;
-};
-
-/* The arguments of every RMA call. */
-struct RmaArgs {
-	const iovec *iov;
-	void **desc;
-	size_t count;
-	fi_addr_t dest;
-	const fi_rma_iov *rma;
-	size_t rma_count;
-	uint64_t data;
-	uint64_t flags;
-	void *context;
-	bool write;
-};
-
-/* The arguments of every atomic call, with fi_ioc counts in elements. */
-struct AtomicArgs {
-	AtomicKind kind;
-	const fi_ioc *src;
-	size_t src_count;
-	const fi_ioc *cmp;
-	size_t cmp_count;
-	const fi_ioc *res;
-	size_t res_count;
-	size_t count; /* elements (FI_ATOMIC_READ: from the result buffers) */
-	fi_addr_t dest;
-	const fi_rma_ioc *rma;
-	size_t rma_count;
-	fi_datatype dt;
-	fi_op op;
-	uint64_t flags;
-	void *context;
-};
-
-/* A control packet that found no transmit buffer, sent by progress. */
-struct Ctl {
-	Peer *peer;
-	PktType type; /* Receipt, Error or AtomRsp */
-	uint32_t a;   /* send_id / op_id / recv_id */
-	uint32_t b;   /* msg_id */
-	uint32_t err;
-	std::vector<uint8_t> payload;
-	uint64_t data = 0; /* WriteData: the remote CQ data and the write's length */
-	uint64_t len = 0;
-};
-
-/* The arguments of every receive-like call. */
-struct RecvArgs {
-	const iovec *iov;
-	void **desc;
-	size_t count;
-	fi_addr_t src;
-	uint64_t tag;
-	uint64_t ignore;
-	uint64_t flags;
-	void *context;
-	bool tagged;
 };
 
 struct Ep : EpBase {
@@ -379,24 +100,21 @@ struct Ep : EpBase {
 	/* Packets and entries. */
 	PacketIo io;
 	ObjPool<TxOp> txops;
-	ObjPool<RxOp> rxops;
-	ObjPool<MsgRx> msgs;
 	IdTable<TxOp> tx_ids;
-	IdTable<MsgRx> rx_ids;
 
 	PeerTable peers;
 
-	Matcher<RxOp, MsgRx> match;
-	std::unordered_map<void *, MsgRx *> claimed; /* FI_CLAIM, by context */
-	IList<TxOp> tx_pending;			     /* long-CTS sends with a window to fill */
-	IList<MsgRx> rx_pending;		     /* receives owing a control packet */
-	std::deque<Ctl> ctl_pending;		     /* target answers waiting for a buffer */
+	IList<TxOp> tx_pending;	     /* long-CTS sends with a window to fill */
+	std::deque<Ctl> ctl_pending; /* target answers waiting for a buffer */
 
 	/* Statistics, for logs and tests. */
-	uint64_t dropped_malformed = 0, dropped_unknown = 0, dropped_dup = 0, dropped_foreign = 0;
+	Drops drops;
 	bool warned_malformed = false, warned_foreign = false;
 	bool warned_far = false;
-	uint64_t dropped_far = 0; /* requests beyond the reorder reach */
+
+	/* The receiving side (receiver.h), and its way out. */
+	EpRxPort rx_port{*this};
+	Receiver rx{rx_port, drops};
 
 	/* fi_enable: enable() sets up the QP and packets (endpoint lock held); the caller
 	 * then attaches to the CQs without it, and start() posts the receive buffers. */
@@ -413,33 +131,11 @@ struct Ep : EpBase {
 	/* Reports an operation's failure (positive FI_E*) once it has nothing in flight. */
 	void fail_tx(TxOp *op, int err, uint32_t prov_errno);
 
-	/* rdm/receive.cpp: receives and arriving messages */
+	/* receives (the endpoint's checks, then the Receiver) */
 	ssize_t recv(const RecvArgs &a);
-	int cancel(void *context);
-	void start_msg(Peer &p, Pkt *pkt, const Parsed &pk);
-	ssize_t peek(const RecvArgs &a);
-	void msg_segment(MsgRx &m, uint64_t off, const uint8_t *data, size_t len);
-	void place(MsgRx &m, const Parsed &pk);
-	void bind_msg(MsgRx &m, RxOp *rx);
-	void drain_held(MsgRx &m);
-	void advance_msg(MsgRx *m);
-	void finish_msg(MsgRx *m);
-	/* A MEDIUM segment of a message already started (dropped as a duplicate if none is). */
-	void route_segment(Peer &p, const Pkt &pkt, const Parsed &pk);
-	/* A MEDIUM segment of m: taken once, held until m is matched, else placed. */
-	void add_segment(MsgRx &m, const Pkt &pkt, const Parsed &pk);
-	/* The medium message with id `msg_id` p is sending us, if one is being reassembled. */
-	static MsgLink *active_msg(const Peer &p, uint32_t msg_id)
-	{
-		return p.active.find([msg_id](const MsgLink &l) { return l.m->msg_id == msg_id; });
-	}
-	void handle_data(Peer &p, const Parsed &pk);
 	/* LONGREAD (rdm/longread.cpp) */
 	bool longread_ok(const Peer &p, uint64_t len, size_t iov_count) const;
 	int longread_send(TxOp &op, uint16_t flags);
-	void longread_start(MsgRx &m);
-	void longread_pump(MsgRx &m);
-	void longread_read_done(Pkt *pkt, const verbs::Wc &wc);
 
 	/* rdm/pkt_ctl.cpp: the control packets, built, sent and handled */
 	bool send_handshake(Peer &p);
@@ -449,9 +145,7 @@ struct Ep : EpBase {
 	/* A probe arrived (rx_done): its sender is one of ours and gets our HANDSHAKE. */
 	void handle_probe(const RawAddr &from, const verbs::Wc &wc);
 	void handle_handshake(Peer &p, const Parsed &pk);
-	bool send_cts(MsgRx &m);
 	void handle_cts(Peer &p, const Parsed &pk);
-	bool send_eor(MsgRx &m);
 	void handle_eor(Peer &p, const Parsed &pk);
 	void handle_receipt(Peer &p, const Parsed &pk);
 	void handle_write_data(Peer &p, const Parsed &pk);
@@ -481,8 +175,6 @@ struct Ep : EpBase {
 	void dispatch(Peer &p, Pkt *pkt, const Parsed &pk);
 	void ordered_req(Peer &p, Pkt *pkt, const Parsed &pk);
 	void process_req(Peer &p, Pkt *pkt, const Parsed &pk);
-	/* Records a MEDIUM segment of m; false when it overlaps one taken already. */
-	static bool take_segment(MsgRx &m, const Parsed &pk);
 	/* Whether an ordered REQ for an id ahead duplicates what is queued for that id. */
 	static bool queued_dup(const Pkt *chain, const Parsed &pk);
 
@@ -516,7 +208,7 @@ struct Ep : EpBase {
 	Peer *peer_from_src(const verbs::Wc &wc, uint32_t conn, const RawAddr *ra, const char *what);
 	Peer *known_peer(uint16_t ahn, uint32_t qpn, uint32_t conn);
 	/* An implicit peer got its fi_addr: its unreceived messages now come from it. */
-	void adopted(Peer &p);
+	void adopted(Peer &p) { rx.adopted(p); }
 	/* Adopts implicit peers inserted into the AV since the last look (cheap when none). */
 	void adopt_pending()
 	{
@@ -578,7 +270,6 @@ struct Ep : EpBase {
 	bool send_probe(Peer &p);
 	/* A work request to the peer of `pkt` came back from the device. */
 	void unpost(Peer *p);
-	void link_msg(Peer &p, MsgRx &m) { m.plink.m = &m; p.msgs.push_back(&m.plink); }
 	void progress();
 	/* Packets: a transmit buffer with the base header's fields filled by the caller. */
 	Pkt *tx_pkt(Peer &p, TxOp *op);
@@ -593,7 +284,6 @@ struct Ep : EpBase {
 
 	/* Completions. */
 	void complete_tx(TxOp &op);
-	void complete_rx(MsgRx &m);
 	void report_error(Cq *cq, void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &text,
 			  uint64_t len = 0, uint64_t olen = 0, void *buf = nullptr, uint64_t data = 0, uint64_t tag = 0);
 };
@@ -602,12 +292,6 @@ extern fi_ops_msg g_msg_ops;
 extern fi_ops_tagged g_tagged_ops;
 extern fi_ops_rma g_rma_ops;
 extern fi_ops_atomic g_atomic_ops;
-
-/* Copies between iovecs and a flat buffer at an offset into the iovec space. Returns the
- * bytes copied (short when the iovecs end first). */
-size_t iov_to_buf(const iovec *iov, size_t count, uint64_t off, void *dst, size_t len);
-size_t buf_to_iov(const iovec *iov, size_t count, uint64_t off, const void *src, size_t len);
-uint64_t iov_total(const iovec *iov, size_t count);
 
 } // namespace efa::rdm
 

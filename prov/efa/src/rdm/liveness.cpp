@@ -27,13 +27,6 @@
 
 namespace efa::rdm {
 
-namespace {
-
-bool is_medium(PktType t) { return t == PktType::MediumMsg || t == PktType::MediumTag; }
-bool is_eager(PktType t) { return t == PktType::EagerMsg || t == PktType::EagerTag; }
-
-} // namespace
-
 void Ep::unpost(Peer *p)
 {
 	p->posted--;
@@ -84,7 +77,7 @@ void Ep::peer_replaced(Peer &p, uint32_t conn)
 
 void Ep::foreign_packet(const Pkt &pkt, const verbs::Wc &wc)
 {
-	dropped_foreign++;
+	drops.foreign++;
 	const unsigned version = pkt.buf[1];
 	/* Its sender, if the device knows it (an address handle: we inserted it or sent to
 	 * it). Another protocol's header has no connection id where ours has one, so the
@@ -191,67 +184,8 @@ void Ep::peer_failed(Peer &p, int err, uint32_t status)
 					 [&](const Ctl &c) { return c.peer == &p; }),
 			  ctl_pending.end());
 
-	/* Messages from the peer. A whole one not yet received stays for the application,
-	 * unless the peer was removed; the rest can never finish. */
-	for (MsgLink *l = p.msgs.front(); l;) {
-		MsgLink *next = IList<MsgLink>::next(l);
-		MsgRx &m = *l->m;
-		l = next;
-		if (!m.bound) {
-			bool whole = is_eager(m.type);
-			if (is_medium(m.type)) {
-				uint64_t got = 0;
-				for (Pkt *c = m.held.front(); c; c = IList<Pkt>::next(c)) {
-					Parsed pk;
-					if (parse(c->buf, c->len, pk) == ParseError::None)
-						got += pk.payload_len;
-				}
-				whole = got >= m.msg_len;
-			}
-			if (whole && !p.released)
-				continue;
-			if (m.claimed) {
-				for (auto it = claimed.begin(); it != claimed.end(); ++it)
-					if (it->second == &m) {
-						claimed.erase(it);
-						break;
-					}
-			} else if (m.on_list()) {
-				match.remove_unexpected(m.tagged, &m);
-			}
-			while (Pkt *c = m.held.pop_front())
-				io.free_copy(c);
-			if (m.has_id)
-				rx_ids.remove(m.id);
-			if (m.alink.on_list())
-				p.active.unlink(&m.alink);
-			p.msgs.unlink(&m.plink);
-			EFA_DBG(EpData, "an unreceived message of %lu bytes from %s is dropped", (unsigned long)m.msg_len,
-				addr_to_string(p.raw).c_str());
-			msgs.put(&m);
-			continue;
-		}
-		if (m.rd_posted > m.rd_done) {
-			/* RDMA reads on the device: the last one to come back finishes it. */
-			if (!m.err) {
-				m.err = err;
-				m.prov_errno = status;
-			}
-			continue;
-		}
-		const bool read_based = m.type == PktType::LongReadMsg || m.type == PktType::LongReadTag;
-		const bool whole = read_based ? m.rd_posted && m.rd_done == m.rd_posted && !m.owes_reads
-					      : m.received >= m.msg_len;
-		if (!whole && !m.err) {
-			m.err = err;
-			m.prov_errno = status;
-		}
-		m.dc = false; /* nobody to send a RECEIPT or EOR to */
-		m.owes_cts = m.owes_receipt = m.owes_reads = m.owes_eor = false;
-		if (m.on_list())
-			rx_pending.unlink(&m);
-		finish_msg(&m);
-	}
+	/* Messages from the peer. */
+	rx.peer_failed(p, err, status);
 }
 
 /* ------------------------------------------------------------------ probes */

@@ -76,7 +76,7 @@ uint64_t read_len(const MsgRx &m) { return m.discard ? 0 : std::min(m.msg_len, m
 
 } // namespace
 
-void Ep::longread_start(MsgRx &m)
+void Receiver::read_start(MsgRx &m)
 {
 	const uint64_t want = read_len(m);
 	uint64_t left = want;
@@ -85,29 +85,27 @@ void Ep::longread_start(MsgRx &m)
 		left -= len;
 		if (!len)
 			continue;
-		auto r = verbs::Mr::reg(dom->pd, m.dst[i].iov_base, len, verbs::kLocalWrite);
-		if (!r.ok()) {
+		if (int r = port_.rx_reg(m.dst[i].iov_base, len, m.reg[i])) {
 			EFA_WARN(EpData, "registering a receive buffer for a read-based message failed: %s",
-				 fi_strerror(-r.error()));
+				 fi_strerror(-r));
 			m.err = FI_EIO;
 			m.prov_errno = uint32_t(EfaStatus::REGISTRATION_FAILED);
 			break;
 		}
-		m.reg[i] = r.take();
 	}
 	if (m.err || !want) {
 		m.received = m.msg_len;
 		if (send_eor(m))
-			finish_msg(&m);
+			finish(&m);
 		return;
 	}
-	longread_pump(m);
+	read_pump(m);
 }
 
-void Ep::longread_pump(MsgRx &m)
+void Receiver::read_pump(MsgRx &m)
 {
 	const uint64_t want = read_len(m);
-	const uint64_t seg = dom->dev->max_rdma_size();
+	const uint64_t seg = cfg_.max_read;
 	m.owes_reads = false;
 	while (m.rd_posted < want) {
 		/* The next piece: within one remote iov, one local iov and one work request. */
@@ -121,52 +119,48 @@ void Ep::longread_pump(MsgRx &m)
 		if (ri == m.rd_count || li == m.dst_count)
 			break;
 		const uint64_t n = std::min({m.rd[ri].len - roff, m.dst[li].iov_len - loff, seg, want - m.rd_posted});
-		Pkt *pkt = tx_pkt(*m.peer, nullptr);
+		Pkt *pkt = port_.rx_tx_pkt(*m.peer);
 		if (!pkt) {
 			m.owes_reads = true;
-			if (!m.on_list())
-				rx_pending.push_back(&m);
+			owe(m);
 			return;
 		}
 		pkt->msg = &m;
 		pkt->len = uint32_t(n); /* the bytes this read brings, for accounting */
-		const verbs::Sge sge{reinterpret_cast<uintptr_t>(m.dst[li].iov_base) + loff, uint32_t(n), m.reg[li].lkey()};
-		const int r = qp.read(reinterpret_cast<uint64_t>(pkt), m.peer->dest, {&sge, 1}, uint32_t(m.rd[ri].key),
-				      m.rd[ri].addr + roff, 0);
-		if (r) {
+		uint8_t *dst = static_cast<uint8_t *>(m.dst[li].iov_base) + loff;
+		if (int r = port_.rx_read(pkt, dst, uint32_t(n), m.reg[li], m.rd[ri].addr + roff, uint32_t(m.rd[ri].key))) {
 			EFA_WARN(EpData, "posting an RDMA read failed: %s", fi_strerror(-r));
-			io.put_tx(pkt);
+			port_.rx_put_tx(pkt);
 			m.err = FI_EIO;
 			m.prov_errno = uint32_t(EfaStatus::POST_FAILED);
 			break;
 		}
-		PacketIo::posted(*m.peer);
 		m.rd_posted += n;
 	}
 	if (m.err && m.rd_done == m.rd_posted) {
 		m.received = m.msg_len;
 		if (send_eor(m))
-			finish_msg(&m);
+			finish(&m);
 	}
 }
 
-void Ep::longread_read_done(Pkt *pkt, const verbs::Wc &wc)
+void Receiver::read_done(Pkt *pkt, bool ok, uint32_t status)
 {
 	MsgRx &m = *pkt->msg;
 	m.rd_done += pkt->len;
 	pkt->msg = nullptr;
-	io.put_tx(pkt);
-	if (!wc.ok() && !m.err) {
+	port_.rx_put_tx(pkt);
+	if (!ok && !m.err) {
 		EFA_WARN(EpData, "RDMA read of a message from %s failed: %s", addr_to_string(m.peer->raw).c_str(),
-			 efa_status_msg(wc.vendor_err));
-		m.err = efa_status_to_fi(wc.vendor_err);
-		m.prov_errno = wc.vendor_err;
+			 efa_status_msg(status));
+		m.err = efa_status_to_fi(status);
+		m.prov_errno = status;
 	}
 	if (m.rd_done < m.rd_posted || (m.rd_posted < read_len(m) && !m.err))
 		return;
 	m.received = m.msg_len;
 	if (send_eor(m))
-		finish_msg(&m);
+		finish(&m);
 }
 
 } // namespace efa::rdm

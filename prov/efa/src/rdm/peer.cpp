@@ -83,16 +83,6 @@ ssize_t Ep::tx_peer_error(fi_addr_t dest, Peer *p)
 	return -FI_EAGAIN; /* backing off, or too many ids ahead */
 }
 
-void Ep::adopted(Peer &p)
-{
-	/* Its messages waiting for a receive now come from its fi_addr: a receive directed
-	 * at it takes them (and FI_SOURCE reports it). */
-	for (int t = 0; t < 2; t++)
-		for (MsgRx *m = match.unexpected(t != 0).front(); m; m = IList<MsgRx>::next(m))
-			if (m->peer == &p)
-				m->src = p.addr;
-}
-
 Peer *Ep::known_peer(uint16_t ahn, uint32_t qpn, uint32_t conn)
 {
 	Peer *known = peers.for_src(ahn, qpn);
@@ -140,7 +130,7 @@ Peer *Ep::peer_from_src(const verbs::Wc &wc, uint32_t conn, const RawAddr *ra, c
 			return peers.add_implicit(ah, *ra);
 		}
 	}
-	dropped_unknown++;
+	drops.unknown++;
 	EFA_DBG(EpData, "%s from QP %u (AHN %u, conn %#x): unknown sender, dropped", what, wc.src_qp, wc.slid, conn);
 	return nullptr;
 }
@@ -199,7 +189,7 @@ void Ep::progress()
 		return;
 	sync_removed();
 	/* No clock read while nothing waits (an idle endpoint polling its CQ). */
-	if (probe_ns && (txops.in_use() || msgs.in_use())) {
+	if (probe_ns && (txops.in_use() || rx.busy())) {
 		const uint64_t now = now_ns();
 		if (now >= next_probe_check) {
 			next_probe_check = now + probe_ns / 4;
@@ -222,18 +212,7 @@ void Ep::progress()
 		pump(*op);
 		op = next;
 	}
-	/* Receives owing a control packet; one that still cannot send goes to the back. */
-	for (size_t n = rx_pending.size(); n--;) {
-		MsgRx *m = rx_pending.pop_front();
-		if (m->owes_cts)
-			send_cts(*m);
-		else if (m->owes_receipt)
-			finish_msg(m);
-		else if (m->owes_reads)
-			longread_pump(*m);
-		else if (m->owes_eor && send_eor(*m))
-			finish_msg(m);
-	}
+	rx.progress();
 }
 
 } // namespace efa::rdm

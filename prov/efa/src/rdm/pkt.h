@@ -242,6 +242,8 @@ bool is_req(PktType t);
 /* Whether REQs of a type carry a message id and pass the reorder buffer. */
 bool is_ordered(PktType t);
 inline bool is_tagged(PktType t) { return uint8_t(t) >= 16 && uint8_t(t) < 32 && (uint8_t(t) & 1); }
+inline bool is_eager(PktType t) { return t == PktType::EagerMsg || t == PktType::EagerTag; }
+inline bool is_medium(PktType t) { return t == PktType::MediumMsg || t == PktType::MediumTag; }
 
 /* ------------------------------------------------------------------ building */
 

@@ -80,7 +80,7 @@ void Ep::handle_handshake(Peer &p, const Parsed &pk)
 	const ParseError e = decode_handshake(pk, hs);
 	if (e != ParseError::None) {
 		/* Not trusted: the peer stays without features (baseline protocols only). */
-		dropped_malformed++;
+		drops.malformed++;
 		if (!warned_malformed) {
 			warned_malformed = true;
 			EFA_WARN(EpData, "malformed HANDSHAKE from %s: %s; dropped (peers must run the same protocol "
@@ -97,29 +97,28 @@ void Ep::handle_handshake(Peer &p, const Parsed &pk)
 
 /* ------------------------------------------------------------------ CTS */
 
-bool Ep::send_cts(MsgRx &m)
+bool Receiver::send_cts(MsgRx &m)
 {
-	Pkt *pkt = tx_pkt(*m.peer, nullptr);
+	Pkt *pkt = port_.rx_tx_pkt(*m.peer);
 	if (!pkt) {
 		m.owes_cts = true;
-		if (!m.on_list())
-			rx_pending.push_back(&m);
+		owe(m);
 		return false;
 	}
 	m.owes_cts = false;
 	if (!m.has_id) {
-		m.id = rx_ids.add(&m);
+		m.id = ids_.add(&m);
 		m.has_id = true;
 	}
-	const uint64_t window = std::min<uint64_t>(m.msg_len - m.granted, credits * (mtu - sizeof(DataHdr)));
+	const uint64_t window = std::min<uint64_t>(m.msg_len - m.granted, cfg_.cts_window);
 	PktWriter w(pkt->buf, pkt->cap);
-	CtsHdr *h = w.header<CtsHdr>(PktType::Cts, qkey);
+	CtsHdr *h = w.header<CtsHdr>(PktType::Cts, cfg_.qkey);
 	h->send_id = m.send_id;
 	h->recv_id = m.id;
 	h->window = window;
 	pkt->len = uint32_t(w.size());
 	m.granted += window;
-	post(pkt);
+	port_.rx_post(pkt);
 	return true;
 }
 
@@ -128,7 +127,7 @@ void Ep::handle_cts(Peer &p, const Parsed &pk)
 	const CtsHdr &h = pk.as<CtsHdr>();
 	TxOp *op = tx_ids.find(h.send_id);
 	if (!op || op->peer != &p || op->err) {
-		dropped_unknown++;
+		drops.unknown++;
 		return;
 	}
 	op->peer_id = h.recv_id;
@@ -138,21 +137,20 @@ void Ep::handle_cts(Peer &p, const Parsed &pk)
 
 /* ------------------------------------------------------------------ EOR */
 
-bool Ep::send_eor(MsgRx &m)
+bool Receiver::send_eor(MsgRx &m)
 {
-	Pkt *pkt = tx_pkt(*m.peer, nullptr);
+	Pkt *pkt = port_.rx_tx_pkt(*m.peer);
 	if (!pkt) {
 		m.owes_eor = true;
-		if (!m.on_list())
-			rx_pending.push_back(&m);
+		owe(m);
 		return false;
 	}
 	m.owes_eor = false;
 	PktWriter w(pkt->buf, pkt->cap);
-	EorHdr *h = w.header<EorHdr>(PktType::Eor, qkey);
+	EorHdr *h = w.header<EorHdr>(PktType::Eor, cfg_.qkey);
 	h->send_id = m.send_id;
 	pkt->len = uint32_t(w.size());
-	post(pkt);
+	port_.rx_post(pkt);
 	return true;
 }
 
@@ -160,7 +158,7 @@ void Ep::handle_eor(Peer &p, const Parsed &pk)
 {
 	TxOp *op = tx_ids.find(pk.as<EorHdr>().send_id);
 	if (!op || op->peer != &p || op->proto != Proto::LongRead || op->got_receipt) {
-		dropped_unknown++;
+		drops.unknown++;
 		return;
 	}
 	op->got_receipt = true;
@@ -168,6 +166,25 @@ void Ep::handle_eor(Peer &p, const Parsed &pk)
 }
 
 /* ------------------------------------------------------------------ RECEIPT */
+
+/* Delivery complete: the message (or emulated write) is whole at this end. */
+bool Receiver::send_receipt(MsgRx &m)
+{
+	Pkt *pkt = port_.rx_tx_pkt(*m.peer);
+	if (!pkt) {
+		m.owes_receipt = true;
+		owe(m);
+		return false;
+	}
+	m.owes_receipt = false;
+	PktWriter w(pkt->buf, pkt->cap);
+	ReceiptHdr *h = w.header<ReceiptHdr>(PktType::Receipt, cfg_.qkey);
+	h->send_id = m.send_id;
+	h->msg_id = m.msg_id;
+	pkt->len = uint32_t(w.size());
+	port_.rx_post(pkt);
+	return true;
+}
 
 void Ep::handle_receipt(Peer &p, const Parsed &pk)
 {
@@ -186,7 +203,7 @@ void Ep::handle_receipt(Peer &p, const Parsed &pk)
 		}
 	}
 	if (!op) {
-		dropped_unknown++;
+		drops.unknown++;
 		return;
 	}
 	op->got_receipt = true;
@@ -214,7 +231,7 @@ void Ep::handle_error(Peer &p, const Parsed &pk)
 	const ErrorHdr &h = pk.as<ErrorHdr>();
 	TxOp *op = tx_ids.find(h.op_id);
 	if (!op || op->peer != &p) {
-		dropped_unknown++;
+		drops.unknown++;
 		return;
 	}
 	EFA_DBG(EpData, "%s refused an operation: %s", addr_to_string(p.raw).c_str(), fi_strerror(int(h.err)));

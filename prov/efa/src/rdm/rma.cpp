@@ -194,11 +194,11 @@ void Ep::handle_read_rsp(Peer &p, const Parsed &pk)
 	const ReadRspHdr &h = pk.as<ReadRspHdr>();
 	TxOp *op = tx_ids.find(h.recv_id);
 	if (!op || op->peer != &p || op->kind != TxKind::Read || op->responder) {
-		dropped_unknown++;
+		drops.unknown++;
 		return;
 	}
 	if (h.seg_off + h.seg_len > op->len || op->done + h.seg_len > op->len) {
-		dropped_malformed++;
+		drops.malformed++;
 		return;
 	}
 	buf_to_iov(op->iov, op->iov_count, h.seg_off, pk.payload, h.seg_len);
@@ -302,7 +302,7 @@ void Ep::handle_atom_rsp(Peer &p, const Parsed &pk)
 	const RspHdr &h = pk.as<RspHdr>();
 	TxOp *op = tx_ids.find(h.recv_id);
 	if (!op || op->peer != &p || op->kind != TxKind::Atomic || h.seg_len != op->len || op->done) {
-		dropped_unknown++;
+		drops.unknown++;
 		return;
 	}
 	buf_to_iov(op->result, op->result_count, 0, pk.payload, h.seg_len);

@@ -225,7 +225,7 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 	if (pkt->msg) {
 		if (!status)
 			peer_heard(*p);
-		longread_read_done(pkt, wc);
+		rx.read_done(pkt, wc.ok(), wc.vendor_err);
 		if (gone)
 			peer_unresponsive(*p, status);
 		return;

@@ -43,25 +43,7 @@ void Ep::handle_write_req(Peer &p, const Parsed &pk)
 		send_ctl(Ctl{&p, PktType::Error, h.send_id, 0, uint32_t(err), {}});
 		return;
 	}
-	/* A write is one operation, however many packets carry it. */
-	MsgRx *m = msgs.get();
-	m->peer = &p;
-	link_msg(p, *m);
-	m->src = p.addr;
-	m->type = PktType::WriteReq;
-	m->msg_len = h.msg_len;
-	m->send_id = h.send_id;
-	m->has_data = pk.has_cq_data;
-	m->data = pk.cq_data & 0xffffffffu;
-	m->dc = true; /* the initiator completes on our RECEIPT */
-	m->bound = true;
-	m->completion = false;
-	std::copy(dst, dst + pk.iov_count, m->dst);
-	m->dst_count = pk.iov_count;
-	m->cap = h.msg_len;
-	m->granted = h.seg_len;
-	msg_segment(*m, 0, pk.payload, pk.payload_len);
-	advance_msg(m);
+	rx.start_write(p, pk, dst, pk.iov_count);
 }
 
 void Ep::handle_read_req(Peer &p, const Parsed &pk)
@@ -107,7 +89,7 @@ void Ep::handle_atomic_req(Peer &p, const Parsed &pk)
 	const uint64_t bytes = h.count * dts;
 	const uint64_t operands = (op == FI_ATOMIC_READ ? 0 : bytes) * (kind == AtomicKind::Compare ? 2 : 1);
 	if (h.count > mtu || pk.iov_count != 1 || pk.iov[0].len != bytes || pk.payload_len != operands) {
-		dropped_malformed++;
+		drops.malformed++;
 		refuse(FI_EINVAL);
 		return;
 	}

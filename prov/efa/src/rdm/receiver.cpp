@@ -1,11 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The receiving side of messages (docs/protocol.md sections 8 and 10): posted receives
- * and unexpected messages, their matching, placing data, reassembly, FI_PEEK / FI_CLAIM
- * / FI_DISCARD, FI_MULTI_RECV, fi_cancel, and the completion of a message. Packets
- * reach it from arrival.cpp; the CTS and RECEIPT it sends are built in pkt_ctl.cpp.
+ * The Receiver (receiver.h): receives, matching, messages and their completion. Its
+ * read-based part is in longread.cpp, the control packets it sends in pkt_ctl.cpp.
  */
-#include "rdm/ep.h"
+#include "rdm/receiver.h"
 
 #include "efa_errno.h"
 #include "info.h"
@@ -25,14 +23,15 @@ uint64_t rx_flags(const MsgRx &m)
 
 } // namespace
 
-ssize_t Ep::recv(const RecvArgs &a)
+void Receiver::configure(const RxConfig &c)
 {
-	if (!enabled) {
-		EFA_WARN_ONCE(EpData, "a receive before fi_enable: bind an AV and CQs, call fi_enable, then post");
-		return -FI_EOPBADSTATE;
-	}
-	if (!rx_cq)
-		return -FI_ENOCQ;
+	cfg_ = c;
+	match_.set_directed(c.directed);
+	rxops_.set_cap(c.size);
+}
+
+ssize_t Receiver::recv(const RecvArgs &a)
+{
 	if (a.flags & ~kRecvFlags) {
 		EFA_WARN_ONCE(EpData, "fi_%srecvmsg: flags %#lx are not receive flags; drop them", a.tagged ? "t" : "",
 			      (unsigned long)(a.flags & ~kRecvFlags));
@@ -49,65 +48,65 @@ ssize_t Ep::recv(const RecvArgs &a)
 		EFA_DBG(EpData, "FI_MULTI_RECV takes one buffer (%zu iovs given)", a.count);
 		return -FI_EINVAL;
 	}
-	RxOp *r = rxops.get();
+	RxOp *r = rxops_.get();
 	if (!r)
 		return -FI_EAGAIN;
-	r->start(a.tagged, a.context, a.flags, rx_completion(a.flags), a.iov, a.count, iov_total(a.iov, a.count));
-	r->src = directed ? a.src : FI_ADDR_UNSPEC;
+	r->start(a.tagged, a.context, a.flags, completion(a.flags), a.iov, a.count, iov_total(a.iov, a.count));
+	r->src = cfg_.directed ? a.src : FI_ADDR_UNSPEC;
 	if (r->src != FI_ADDR_UNSPEC)
-		adopt_pending(); /* a sender met before it was inserted may be r->src now */
+		port_.rx_adopt_pending(); /* a sender met before it was inserted may be r->src now */
 	r->tag = a.tag;
 	r->ignore = a.ignore;
 	r->multi = multi;
 	/* Messages that arrived first, oldest first. */
-	while (MsgRx *m = match.find_unexpected(r->tagged, r->src, r->tag, r->ignore)) {
-		match.remove_unexpected(m->tagged, m);
-		bind_msg(*m, r);
-		advance_msg(m);
+	while (MsgRx *m = match_.find_unexpected(r->tagged, r->src, r->tag, r->ignore)) {
+		match_.remove_unexpected(m->tagged, m);
+		bind(*m, r);
+		advance(m);
 		if (!multi || r->released)
 			return 0;
 	}
-	match.post(r->tagged, r);
+	match_.post(r->tagged, r);
 	return 0;
 }
 
 /* FI_PEEK (optionally with FI_CLAIM or FI_DISCARD), and FI_CLAIM of a peeked message. */
-ssize_t Ep::peek(const RecvArgs &a)
+ssize_t Receiver::peek(const RecvArgs &a)
 {
 	const bool tagged = a.tagged;
 	if ((a.flags & FI_CLAIM) && !(a.flags & FI_PEEK)) {
-		auto it = claimed.find(a.context);
-		if (it == claimed.end()) {
+		auto it = claimed_.find(a.context);
+		if (it == claimed_.end()) {
 			EFA_DBG(EpData, "FI_CLAIM: no message was claimed with this context (peek with FI_CLAIM first)");
 			return -FI_EINVAL;
 		}
 		MsgRx *m = it->second;
-		claimed.erase(it);
+		claimed_.erase(it);
 		m->claimed = false;
 		if (a.flags & FI_DISCARD) {
 			m->discard = true;
 			m->bound = true;
 			m->context = a.context;
-			m->completion = rx_completion(a.flags);
+			m->completion = completion(a.flags);
 			drain_held(*m);
-			advance_msg(m);
+			advance(m);
 			return 0;
 		}
-		RxOp *r = rxops.get();
+		RxOp *r = rxops_.get();
 		if (!r)
 			return -FI_EAGAIN;
-		r->start(tagged, a.context, a.flags, rx_completion(a.flags), a.iov, a.count, iov_total(a.iov, a.count));
-		bind_msg(*m, r);
-		advance_msg(m);
+		r->start(tagged, a.context, a.flags, completion(a.flags), a.iov, a.count, iov_total(a.iov, a.count));
+		bind(*m, r);
+		advance(m);
 		return 0;
 	}
-	const fi_addr_t src = directed ? a.src : FI_ADDR_UNSPEC;
+	const fi_addr_t src = cfg_.directed ? a.src : FI_ADDR_UNSPEC;
 	if (src != FI_ADDR_UNSPEC)
-		adopt_pending();
-	MsgRx *m = match.find_unexpected(tagged, src, a.tag, a.ignore);
+		port_.rx_adopt_pending();
+	MsgRx *m = match_.find_unexpected(tagged, src, a.tag, a.ignore);
 	const uint64_t flags = FI_RECV | (tagged ? FI_TAGGED : FI_MSG);
 	if (!m) {
-		report_error(rx_cq, a.context, flags, FI_ENOMSG, 0, "no message matches the peek", 0, 0, nullptr, 0,
+		port_.rx_error(a.context, flags, FI_ENOMSG, 0, "no message matches the peek", 0, 0, nullptr, 0,
 			     a.tag);
 		return 0;
 	}
@@ -117,35 +116,35 @@ ssize_t Ep::peek(const RecvArgs &a)
 	e.len = m->msg_len;
 	e.data = m->data;
 	e.tag = m->tag;
-	rx_cq->push(e, m->src);
+	port_.rx_complete(e, m->src);
 	if (a.flags & (FI_CLAIM | FI_DISCARD))
-		match.remove_unexpected(m->tagged, m);
+		match_.remove_unexpected(m->tagged, m);
 	if (a.flags & FI_CLAIM) {
 		m->claimed = true;
-		claimed[a.context] = m;
+		claimed_[a.context] = m;
 	} else if (a.flags & FI_DISCARD) {
 		m->discard = true;
 		m->bound = true;
 		m->completion = false; /* the peek's completion reports it */
 		drain_held(*m);
-		advance_msg(m);
+		advance(m);
 	}
 	return 0;
 }
 
-int Ep::cancel(void *context)
+int Receiver::cancel(void *context)
 {
 	for (bool tagged : {false, true}) {
-		RxOp *r = match.posted(tagged).find([&](const RxOp &x) { return x.context == context; });
+		RxOp *r = match_.posted(tagged).find([&](const RxOp &x) { return x.context == context; });
 		if (!r)
 			continue;
-		match.unpost(tagged, r);
+		match_.unpost(tagged, r);
 		r->released = true;
 		if (r->multi && r->msgs)
 			return 0; /* its messages in progress complete it */
-		report_error(rx_cq, context, FI_RECV | (tagged ? FI_TAGGED : FI_MSG), FI_ECANCELED, 0,
+		port_.rx_error(context, FI_RECV | (tagged ? FI_TAGGED : FI_MSG), FI_ECANCELED, 0,
 			     "receive cancelled (fi_cancel)", 0, 0, r->iov_count ? r->iov[0].iov_base : nullptr, 0, r->tag);
-		rxops.put(r);
+		rxops_.put(r);
 		return 0;
 	}
 	return -FI_ENOENT;
@@ -153,21 +152,21 @@ int Ep::cancel(void *context)
 
 /* ------------------------------------------------------------------ messages */
 
-void Ep::start_msg(Peer &p, Pkt *pkt, const Parsed &pk)
+void Receiver::start_msg(Peer &p, const Pkt &pkt, const Parsed &pk)
 {
 	const RtmHdr &h = pk.as<RtmHdr>();
 	if (pk.base->flags & kFlagVoid) {
 		/* Abandoned messages (FI_ENORX at their sender): this id and the next tag - 1
 		 * are consumed, nothing is delivered. */
 		p.rob.skip(uint32_t(h.tag - 1), [this](Pkt *c) {
-			dropped_dup++;
-			io.free_copy(c);
+			drops_.dup++;
+			port_.rx_free_copy(c);
 		});
 		return;
 	}
-	MsgRx *m = msgs.get();
+	MsgRx *m = msgs_.get();
 	m->peer = &p;
-	link_msg(p, *m);
+	link(p, *m);
 	m->src = p.addr;
 	m->type = pk.type;
 	m->tagged = is_tagged(pk.type);
@@ -202,51 +201,51 @@ void Ep::start_msg(Peer &p, Pkt *pkt, const Parsed &pk)
 		m->msg_len = h.seg_len;
 		break;
 	}
-	RxOp *r = match.find_posted(m->tagged, m->src, m->tag);
+	RxOp *r = match_.find_posted(m->tagged, m->src, m->tag);
 
 	if (!r) {
-		m->held.push_back(io.copy_of(*pkt));
-		match.add_unexpected(m->tagged, m);
+		m->held.push_back(port_.rx_copy(pkt));
+		match_.add_unexpected(m->tagged, m);
 		return;
 	}
 	if (!r->multi)
-		match.unpost(r->tagged, r);
-	bind_msg(*m, r);
+		match_.unpost(r->tagged, r);
+	bind(*m, r);
 	place(*m, pk);
-	advance_msg(m);
+	advance(m);
 }
 
-void Ep::route_segment(Peer &p, const Pkt &pkt, const Parsed &pk)
+void Receiver::route_segment(Peer &p, const Pkt &pkt, const Parsed &pk)
 {
 	if (pk.type != PktType::MediumMsg && pk.type != PktType::MediumTag) {
-		dropped_dup++;
+		drops_.dup++;
 		return;
 	}
 	MsgLink *l = active_msg(p, pk.as<RtmHdr>().msg_id);
 	if (!l) {
-		dropped_dup++;
+		drops_.dup++;
 		return;
 	}
 	add_segment(*l->m, pkt, pk);
 }
 
-void Ep::add_segment(MsgRx &m, const Pkt &pkt, const Parsed &pk)
+void Receiver::add_segment(MsgRx &m, const Pkt &pkt, const Parsed &pk)
 {
 	if (!take_segment(m, pk)) {
 		/* A segment already taken: counting its bytes twice would complete the message
 		 * while another segment is missing. */
-		dropped_dup++;
+		drops_.dup++;
 		return;
 	}
 	if (!m.bound) {
-		m.held.push_back(io.copy_of(pkt)); /* not matched yet */
+		m.held.push_back(port_.rx_copy(pkt)); /* not matched yet */
 		return;
 	}
 	place(m, pk);
-	advance_msg(&m);
+	advance(&m);
 }
 
-bool Ep::take_segment(MsgRx &m, const Parsed &pk)
+bool Receiver::take_segment(MsgRx &m, const Parsed &pk)
 {
 	const uint64_t off = pk.as<MediumHdr>().seg_off, end = off + pk.payload_len;
 	auto it = std::lower_bound(m.segs.begin(), m.segs.end(), std::make_pair(off, uint64_t(0)));
@@ -258,21 +257,21 @@ bool Ep::take_segment(MsgRx &m, const Parsed &pk)
 	return true;
 }
 
-void Ep::place(MsgRx &m, const Parsed &pk)
+void Receiver::place(MsgRx &m, const Parsed &pk)
 {
 	uint64_t off = 0;
 	if (pk.type == PktType::MediumMsg || pk.type == PktType::MediumTag)
 		off = pk.as<MediumHdr>().seg_off;
 	else if (pk.type == PktType::Data)
 		off = pk.as<DataHdr>().seg_off;
-	msg_segment(m, off, pk.payload, pk.payload_len);
+	segment(m, off, pk.payload, pk.payload_len);
 }
 
-void Ep::msg_segment(MsgRx &m, uint64_t off, const uint8_t *data, size_t len)
+void Receiver::segment(MsgRx &m, uint64_t off, const uint8_t *data, size_t len)
 {
 	if (m.received + len > m.msg_len || off + len > m.msg_len) {
 		/* More bytes than the message has: a duplicate or a faulty peer. */
-		dropped_malformed++;
+		drops_.malformed++;
 		return;
 	}
 	if (!m.discard && off < m.cap)
@@ -280,7 +279,7 @@ void Ep::msg_segment(MsgRx &m, uint64_t off, const uint8_t *data, size_t len)
 	m.received += len;
 }
 
-void Ep::bind_msg(MsgRx &m, RxOp *r)
+void Receiver::bind(MsgRx &m, RxOp *r)
 {
 	m.bound = true;
 	m.context = r->context;
@@ -293,39 +292,39 @@ void Ep::bind_msg(MsgRx &m, RxOp *r)
 		m.rx = r;
 		r->used += take;
 		r->msgs++;
-		if (r->cap - r->used < min_multi_recv && !r->released) {
+		if (r->cap - r->used < cfg_.min_multi_recv && !r->released) {
 			r->released = true;
 			if (r->on_list())
-				match.unpost(r->tagged, r);
+				match_.unpost(r->tagged, r);
 		}
 	} else {
 		std::copy(r->iov, r->iov + r->iov_count, m.dst);
 		m.dst_count = r->iov_count;
 		m.cap = r->cap;
-		rxops.put(r);
+		rxops_.put(r);
 	}
 	drain_held(m);
 }
 
 /* Places what arrived before the match (or counts it, for a discarded message). */
-void Ep::drain_held(MsgRx &m)
+void Receiver::drain_held(MsgRx &m)
 {
 	while (Pkt *c = m.held.pop_front()) {
 		Parsed pk;
 		if (parse(c->buf, c->len, pk) == ParseError::None)
 			place(m, pk);
-		io.free_copy(c);
+		port_.rx_free_copy(c);
 	}
 }
 
-void Ep::advance_msg(MsgRx *m)
+void Receiver::advance(MsgRx *m)
 {
 	if (m->claimed)
 		return;
 	if (m->type == PktType::LongReadMsg || m->type == PktType::LongReadTag) {
 		/* The data moves by RDMA read once the message has a buffer. */
 		if (m->bound && !m->rd_posted && !m->owes_reads && !m->owes_eor)
-			longread_start(*m);
+			read_start(*m);
 		return;
 	}
 	const bool long_cts =
@@ -333,58 +332,44 @@ void Ep::advance_msg(MsgRx *m)
 	if (long_cts && m->received >= m->granted && m->granted < m->msg_len)
 		send_cts(*m);
 	if (m->received >= m->msg_len)
-		finish_msg(m);
+		finish(m);
 }
 
-void Ep::handle_data(Peer &p, const Parsed &pk)
+void Receiver::handle_data(Peer &p, const Parsed &pk)
 {
 	const DataHdr &h = pk.as<DataHdr>();
-	MsgRx *m = rx_ids.find(h.recv_id);
+	MsgRx *m = ids_.find(h.recv_id);
 	if (!m || m->peer != &p) {
-		dropped_unknown++;
+		drops_.unknown++;
 		return;
 	}
 	if (h.seg_off + h.seg_len > m->granted || m->received + h.seg_len > m->msg_len) {
-		dropped_malformed++;
+		drops_.malformed++;
 		EFA_WARN(EpData, "DATA at %lu+%u outside the window granted to %s: dropped", (unsigned long)h.seg_off,
 			 h.seg_len, addr_to_string(p.raw).c_str());
 		return;
 	}
 	place(*m, pk);
-	advance_msg(m);
+	advance(m);
 }
 
-void Ep::finish_msg(MsgRx *m)
+void Receiver::finish(MsgRx *m)
 {
-	if (m->dc) {
-		Pkt *pkt = tx_pkt(*m->peer, nullptr);
-		if (!pkt) {
-			m->owes_receipt = true;
-			if (!m->on_list())
-				rx_pending.push_back(m);
-			return;
-		}
-		m->owes_receipt = false;
-		PktWriter w(pkt->buf, pkt->cap);
-		ReceiptHdr *h = w.header<ReceiptHdr>(PktType::Receipt, qkey);
-		h->send_id = m->send_id;
-		h->msg_id = m->msg_id;
-		pkt->len = uint32_t(w.size());
-		post(pkt);
-	}
-	complete_rx(*m);
+	if (m->dc && !send_receipt(*m))
+		return; /* owed: progress() finishes it */
+	complete(*m);
 	if (m->has_id)
-		rx_ids.remove(m->id);
+		ids_.remove(m->id);
 	if (m->alink.on_list())
 		m->peer->active.unlink(&m->alink);
 	if (m->on_list())
-		rx_pending.unlink(m);
+		pending_.unlink(m);
 	if (m->plink.on_list())
 		m->peer->msgs.unlink(&m->plink);
-	msgs.put(m);
+	msgs_.put(m);
 }
 
-void Ep::complete_rx(MsgRx &m)
+void Receiver::complete(MsgRx &m)
 {
 	if (m.err) {
 		/* A read-based message whose reads failed, or a message whose sender failed or
@@ -394,25 +379,25 @@ void Ep::complete_rx(MsgRx &m)
 			 (unsigned long)m.msg_len, addr_to_string(m.peer->raw).c_str(), (unsigned long)m.received,
 			 m.prov_errno ? efa_status_msg(m.prov_errno) : fi_strerror(m.err));
 		if (m.type == PktType::WriteReq) {
-			count(kCntrRemoteWrite, false);
+			port_.rx_count(true, false);
 			return;
 		}
-		count(kCntrRecv, false);
+		port_.rx_count(false, false);
 		if (m.rx && --m.rx->msgs == 0 && m.rx->released)
-			rxops.put(m.rx);
+			rxops_.put(m.rx);
 		if (m.context)
-			report_error(rx_cq, m.context, rx_flags(m), m.err, m.prov_errno, text, 0, 0, nullptr, m.data,
+			port_.rx_error(m.context, rx_flags(m), m.err, m.prov_errno, text, 0, 0, nullptr, m.data,
 				     m.tag);
 		return;
 	}
 	if (m.type == PktType::WriteReq) {
 		/* The target of an emulated write: an event only with remote CQ data. */
-		count(kCntrRemoteWrite, true);
-		if (m.has_data && rx_cq) {
+		port_.rx_count(true, true);
+		if (m.has_data) {
 			fi_cq_tagged_entry e{};
 			e.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
 			e.data = m.data;
-			rx_cq->push(e, m.src);
+			port_.rx_complete(e, m.src);
 		}
 		return;
 	}
@@ -422,18 +407,18 @@ void Ep::complete_rx(MsgRx &m)
 		/* The last message of a released multi-receive buffer says so. */
 		if (--r->msgs == 0 && r->released) {
 			flags |= FI_MULTI_RECV;
-			rxops.put(r);
+			rxops_.put(r);
 		}
 	}
 	void *buf = m.dst_count ? m.dst[0].iov_base : nullptr;
 	const bool trunc = !m.discard && m.msg_len > m.cap;
-	count(kCntrRecv, !trunc);
+	port_.rx_count(false, !trunc);
 	if (trunc) {
 		char text[kMaxErrData];
 		snprintf(text, sizeof text, "message of %lu bytes truncated to the %lu-byte receive buffer",
 			 (unsigned long)m.msg_len, (unsigned long)m.cap);
 		if (m.context)
-			report_error(rx_cq, m.context, flags, FI_ETRUNC, 0, text, m.cap, m.msg_len - m.cap, buf, m.data,
+			port_.rx_error(m.context, flags, FI_ETRUNC, 0, text, m.cap, m.msg_len - m.cap, buf, m.data,
 				     m.tag);
 		else
 			EFA_WARN(EpData, "%s (receive without a context)", text);
@@ -448,7 +433,126 @@ void Ep::complete_rx(MsgRx &m)
 	e.buf = m.discard ? nullptr : buf;
 	e.data = m.data;
 	e.tag = m.tag;
-	rx_cq->push(e, m.src);
+	port_.rx_complete(e, m.src);
+}
+
+/* ------------------------------------------------------------------ emulated writes */
+
+void Receiver::start_write(Peer &p, const Parsed &pk, const iovec *dst, size_t count)
+{
+	const WriteReqHdr &h = pk.as<WriteReqHdr>();
+	/* A write is one operation, however many packets carry it. */
+	MsgRx *m = msgs_.get();
+	m->peer = &p;
+	link(p, *m);
+	m->src = p.addr;
+	m->type = PktType::WriteReq;
+	m->msg_len = h.msg_len;
+	m->send_id = h.send_id;
+	m->has_data = pk.has_cq_data;
+	m->data = pk.cq_data & 0xffffffffu;
+	m->dc = true; /* the initiator completes on our RECEIPT */
+	m->bound = true;
+	m->completion = false;
+	std::copy(dst, dst + count, m->dst);
+	m->dst_count = count;
+	m->cap = h.msg_len;
+	m->granted = h.seg_len;
+	segment(*m, 0, pk.payload, pk.payload_len);
+	advance(m);
+}
+
+/* ------------------------------------------------------------------ peers */
+
+void Receiver::adopted(Peer &p)
+{
+	/* Its messages waiting for a receive now come from its fi_addr: a receive directed
+	 * at it takes them (and FI_SOURCE reports it). */
+	for (int t = 0; t < 2; t++)
+		for (MsgRx *m = match_.unexpected(t != 0).front(); m; m = IList<MsgRx>::next(m))
+			if (m->peer == &p)
+				m->src = p.addr;
+}
+
+void Receiver::peer_failed(Peer &p, int err, uint32_t status)
+{
+	/* A whole one not yet received stays for the application, unless the peer was
+	 * removed; the rest can never finish. */
+	for (MsgLink *l = p.msgs.front(); l;) {
+		MsgLink *next = IList<MsgLink>::next(l);
+		MsgRx &m = *l->m;
+		l = next;
+		if (!m.bound) {
+			bool whole = is_eager(m.type);
+			if (is_medium(m.type)) {
+				uint64_t got = 0;
+				for (Pkt *c = m.held.front(); c; c = IList<Pkt>::next(c)) {
+					Parsed pk;
+					if (parse(c->buf, c->len, pk) == ParseError::None)
+						got += pk.payload_len;
+				}
+				whole = got >= m.msg_len;
+			}
+			if (whole && !p.released)
+				continue;
+			if (m.claimed) {
+				for (auto it = claimed_.begin(); it != claimed_.end(); ++it)
+					if (it->second == &m) {
+						claimed_.erase(it);
+						break;
+					}
+			} else if (m.on_list()) {
+				match_.remove_unexpected(m.tagged, &m);
+			}
+			while (Pkt *c = m.held.pop_front())
+				port_.rx_free_copy(c);
+			if (m.has_id)
+				ids_.remove(m.id);
+			if (m.alink.on_list())
+				p.active.unlink(&m.alink);
+			p.msgs.unlink(&m.plink);
+			EFA_DBG(EpData, "an unreceived message of %lu bytes from %s is dropped", (unsigned long)m.msg_len,
+				addr_to_string(p.raw).c_str());
+			msgs_.put(&m);
+			continue;
+		}
+		if (m.rd_posted > m.rd_done) {
+			/* RDMA reads on the device: the last one to come back finishes it. */
+			if (!m.err) {
+				m.err = err;
+				m.prov_errno = status;
+			}
+			continue;
+		}
+		const bool read_based = m.type == PktType::LongReadMsg || m.type == PktType::LongReadTag;
+		const bool whole = read_based ? m.rd_posted && m.rd_done == m.rd_posted && !m.owes_reads
+					      : m.received >= m.msg_len;
+		if (!whole && !m.err) {
+			m.err = err;
+			m.prov_errno = status;
+		}
+		m.dc = false; /* nobody to send a RECEIPT or EOR to */
+		m.owes_cts = m.owes_receipt = m.owes_reads = m.owes_eor = false;
+		if (m.on_list())
+			pending_.unlink(&m);
+		finish(&m);
+	}
+}
+
+void Receiver::progress()
+{
+	/* Messages owing a control packet; one that still cannot send goes to the back. */
+	for (size_t n = pending_.size(); n--;) {
+		MsgRx *m = pending_.pop_front();
+		if (m->owes_cts)
+			send_cts(*m);
+		else if (m->owes_receipt)
+			finish(m);
+		else if (m->owes_reads)
+			read_pump(*m);
+		else if (m->owes_eor && send_eor(*m))
+			finish(m);
+	}
 }
 
 } // namespace efa::rdm

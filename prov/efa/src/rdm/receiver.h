@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The receiving side of the RDM endpoint (docs/protocol.md sections 8 and 10): posted
+ * receives and unexpected messages and their matching, FI_PEEK / FI_CLAIM / FI_DISCARD,
+ * FI_MULTI_RECV, fi_cancel, placing data and reassembly, read-based messages (the RDMA
+ * reads and the EOR), the control packets a message owes its sender (CTS, RECEIPT, EOR)
+ * until a transmit buffer is free, and the completion of a message.
+ *
+ * It owns its receives and messages and reaches everything else through RxPort: packets
+ * out (a transmit buffer, posting it, an RDMA read), copies of packets it holds until a
+ * message is matched, and completions. The endpoint implements RxPort with PacketIo,
+ * the device and its CQs and counters; test_rdm_receiver implements it with lists, so
+ * the matching and reassembly rules are tested without a device.
+ *
+ * Packets reach it already parsed, from a known peer, in message-id order (arrival.cpp
+ * and the peer's reorder buffer): start_msg for the first packet of a message,
+ * add_segment / route_segment for later MEDIUM segments, handle_data for DATA.
+ */
+#ifndef EFA_RDM_RECEIVER_H
+#define EFA_RDM_RECEIVER_H
+
+#include "rdm/match.h"
+#include "rdm/ops.h"
+#include "rdm/pool.h"
+
+#include <string>
+#include <unordered_map>
+
+namespace efa::rdm {
+
+/* Packets dropped, by reason (for the log at close and for tests). */
+struct Drops {
+	uint64_t malformed = 0; /* failed to parse, or more bytes than their message has */
+	uint64_t unknown = 0;	/* for an operation or message not known (any more) */
+	uint64_t dup = 0;	/* duplicates */
+	uint64_t far = 0;	/* requests beyond the reorder reach */
+	uint64_t foreign = 0;	/* of another protocol version */
+};
+
+/* What the Receiver needs from the rest of the endpoint (see the top of this file). */
+class RxPort {
+public:
+	virtual ~RxPort() = default;
+	/* A transmit buffer for a packet to p, or null when none is free now (the Receiver
+	 * keeps the message on its pending list and tries again in progress()). */
+	virtual Pkt *rx_tx_pkt(Peer &p) = 0;
+	/* Sends a built packet (or queues it behind p's backoff). */
+	virtual void rx_post(Pkt *pkt) = 0;
+	/* A transmit buffer taken and not used after all. */
+	virtual void rx_put_tx(Pkt *pkt) = 0;
+	/* Copies of received packets held by unmatched messages. */
+	virtual Pkt *rx_copy(const Pkt &pkt) = 0;
+	virtual void rx_free_copy(Pkt *pkt) = 0;
+	/* Senders inserted into the AV since the last look get their fi_addr (before a
+	 * directed receive or peek matches). */
+	virtual void rx_adopt_pending() = 0;
+	/* Read-based messages: registers a receive buffer for local write; posts an RDMA
+	 * read of `len` bytes from (raddr, rkey) at the endpoint of pkt->msg's sender into
+	 * `buf` (registered as `mr`), whose completion comes back to read_done(pkt, ...).
+	 * 0 or -FI_E*. */
+	virtual int rx_reg(void *buf, size_t len, verbs::Mr &out) = 0;
+	virtual int rx_read(Pkt *pkt, void *buf, uint32_t len, const verbs::Mr &mr, uint64_t raddr, uint32_t rkey) = 0;
+	/* Completions: an entry on the receive CQ (dropped when there is none), an error
+	 * entry, and the receive (or remote-write) counter. */
+	virtual void rx_complete(const fi_cq_tagged_entry &e, fi_addr_t src) = 0;
+	virtual void rx_error(void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &text,
+			      uint64_t len, uint64_t olen, void *buf, uint64_t data, uint64_t tag) = 0;
+	virtual void rx_count(bool remote_write, bool ok) = 0;
+};
+
+/* Fixed at fi_enable. */
+struct RxConfig {
+	bool directed = false;	     /* FI_DIRECTED_RECV: receives match their source */
+	bool selective = false;	     /* FI_SELECTIVE_COMPLETION on the receive side */
+	size_t min_multi_recv = 0;   /* FI_OPT_MIN_MULTI_RECV */
+	size_t size = 0;	     /* rx_attr->size: receives posted at once */
+	uint32_t qkey = 0;	     /* our QP's, in the headers of the packets it sends */
+	uint64_t cts_window = 0;     /* bytes one CTS grants */
+	uint64_t max_read = 0;	     /* bytes one RDMA read moves */
+};
+
+class Receiver {
+public:
+	Receiver(RxPort &port, Drops &drops) : port_(port), drops_(drops) {}
+	Receiver(const Receiver &) = delete;
+	Receiver &operator=(const Receiver &) = delete;
+
+	void configure(const RxConfig &c);
+	const RxConfig &config() const { return cfg_; }
+	/* FI_OPT_MIN_MULTI_RECV may change at any time. */
+	void set_min_multi_recv(size_t v) { cfg_.min_multi_recv = v; }
+
+	/* The application's calls (the endpoint checked that it is enabled and has a
+	 * receive CQ). 0 or -FI_E*; a peek that finds nothing reports FI_ENOMSG. */
+	ssize_t recv(const RecvArgs &a);
+	int cancel(void *context);
+	size_t posted_count() const { return rxops_.in_use(); }
+	bool busy() const { return msgs_.in_use() != 0; }
+
+	/* Packets (see the top of this file). */
+	void start_msg(Peer &p, const Pkt &pkt, const Parsed &pk);
+	/* A MEDIUM segment of a message already started (a duplicate when none is). */
+	void route_segment(Peer &p, const Pkt &pkt, const Parsed &pk);
+	/* A MEDIUM segment of m: taken once, held until m is matched, else placed. */
+	void add_segment(MsgRx &m, const Pkt &pkt, const Parsed &pk);
+	/* The medium message with id `msg_id` p is sending us, if one is being reassembled. */
+	static MsgLink *active_msg(const Peer &p, uint32_t msg_id)
+	{
+		return p.active.find([msg_id](const MsgLink &l) { return l.m->msg_id == msg_id; });
+	}
+	void handle_data(Peer &p, const Parsed &pk);
+	/* The target of an emulated write: its REQ starts a message into dst (checked). */
+	void start_write(Peer &p, const Parsed &pk, const iovec *dst, size_t count);
+	/* An RDMA read of a read-based message came back (status `ok`, else `status`). */
+	void read_done(Pkt *pkt, bool ok, uint32_t status);
+
+	/* Peers. An implicit peer got its fi_addr: its unmatched messages come from it. */
+	void adopted(Peer &p);
+	/* p failed (or was removed, `released`): messages from it end with err and status;
+	 * a whole unmatched message stays for the application unless p was removed. */
+	void peer_failed(Peer &p, int err, uint32_t status);
+
+	/* Sends what messages owe (CTS, RECEIPT, RDMA reads, EOR) now that buffers may be free. */
+	void progress();
+	/* Records a MEDIUM segment of m; false when it overlaps one taken already. */
+	static bool take_segment(MsgRx &m, const Parsed &pk);
+
+	Matcher<RxOp, MsgRx> &matcher() { return match_; }
+
+private:
+	ssize_t peek(const RecvArgs &a);
+	bool completion(uint64_t flags) const { return !cfg_.selective || (flags & FI_COMPLETION); }
+	void link(Peer &p, MsgRx &m)
+	{
+		m.plink.m = &m;
+		p.msgs.push_back(&m.plink);
+	}
+	void place(MsgRx &m, const Parsed &pk);
+	void segment(MsgRx &m, uint64_t off, const uint8_t *data, size_t len);
+	void bind(MsgRx &m, RxOp *r);
+	void drain_held(MsgRx &m);
+	void advance(MsgRx *m);
+	void finish(MsgRx *m);
+	void complete(MsgRx &m);
+	void owe(MsgRx &m)
+	{
+		if (!m.on_list())
+			pending_.push_back(&m);
+	}
+	/* Read-based messages (longread.cpp). */
+	void read_start(MsgRx &m);
+	void read_pump(MsgRx &m);
+	/* The control packets it sends (pkt_ctl.cpp): false when no buffer was free (owed). */
+	bool send_cts(MsgRx &m);
+	bool send_eor(MsgRx &m);
+	bool send_receipt(MsgRx &m);
+
+	RxPort &port_;
+	Drops &drops_;
+	RxConfig cfg_;
+	ObjPool<RxOp> rxops_;
+	ObjPool<MsgRx> msgs_;
+	IdTable<MsgRx> ids_; /* recv_id of long-CTS messages and emulated writes */
+	Matcher<RxOp, MsgRx> match_;
+	std::unordered_map<void *, MsgRx *> claimed_; /* FI_CLAIM, by context */
+	IList<MsgRx> pending_;			      /* messages owing a control packet */
+};
+
+} // namespace efa::rdm
+
+#endif
