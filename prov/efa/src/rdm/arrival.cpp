@@ -70,12 +70,12 @@ void Ep::dispatch(Peer &p, Pkt *pkt, const Parsed &pk)
 {
 	switch (pk.type) {
 	case PktType::Handshake: handle_handshake(p, pk); break;
-	case PktType::Cts: handle_cts(p, pk); break;
+	case PktType::Cts: tx.handle_cts(p, pk); break;
 	case PktType::Data: rx.handle_data(p, pk); break;
-	case PktType::Receipt: handle_receipt(p, pk); break;
-	case PktType::ReadRsp: handle_read_rsp(p, pk); break;
-	case PktType::AtomRsp: handle_atom_rsp(p, pk); break;
-	case PktType::Error: handle_error(p, pk); break;
+	case PktType::Receipt: tx.handle_receipt(p, pk); break;
+	case PktType::ReadRsp: tx.handle_read_rsp(p, pk); break;
+	case PktType::AtomRsp: tx.handle_atom_rsp(p, pk); break;
+	case PktType::Error: tx.handle_error(p, pk); break;
 	case PktType::WriteData: handle_write_data(p, pk); break;
 	case PktType::WriteReq: handle_write_req(p, pk); break;
 	case PktType::ReadReq: handle_read_req(p, pk); break;
@@ -88,7 +88,7 @@ void Ep::dispatch(Peer &p, Pkt *pkt, const Parsed &pk)
 	case PktType::LongReadMsg:
 	case PktType::LongReadTag:
 	case PktType::AtomicReq: ordered_req(p, pkt, pk); break;
-	case PktType::Eor: handle_eor(p, pk); break;
+	case PktType::Eor: tx.handle_eor(p, pk); break;
 	default:
 		/* Types this version parses but does not act on yet. */
 		drops.unknown++;

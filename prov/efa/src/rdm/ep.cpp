@@ -165,6 +165,7 @@ int ep_setopt(fid_t f, int level, int name, const void *val, size_t len)
 			return -FI_EOPNOTSUPP;
 		}
 		ep->use_device_rdma = *static_cast<const bool *>(val);
+		ep->tx.set_use_device_rdma(ep->use_device_rdma); /* fi_enable configures it too */
 		return 0;
 	case FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV:
 		/* Off, peers write with data through the protocol instead (the handshake says
@@ -192,7 +193,7 @@ ssize_t tx_size_left(fid_ep *f)
 {
 	return size_left<Ep>(f, [](Ep &ep) {
 		std::lock_guard g(ep.lock);
-		return ep.info->tx_attr->size - std::min(ep.info->tx_attr->size, ep.txops.in_use());
+		return ep.info->tx_attr->size - std::min(ep.info->tx_attr->size, ep.tx.in_use());
 	});
 }
 
@@ -285,7 +286,22 @@ int Ep::enable()
 		undo_slots();
 		return r;
 	}
-	txops.set_cap(info->tx_attr->size);
+	TxConfig tc;
+	tc.mtu = mtu;
+	tc.inject_size = inject_size;
+	tc.max_medium = max_medium;
+	tc.min_read = min_read;
+	tc.credits = credits;
+	tc.size = info->tx_attr->size;
+	tc.max_atomic = rdm_limits(dev).max_atomic;
+	tc.max_rdma = dev.max_rdma_size();
+	tc.features = features;
+	tc.qkey = qkey;
+	tc.self = self_addr();
+	tc.rm_enabled = rm_enabled;
+	tc.selective = tx_selective;
+	tc.use_device_rdma = use_device_rdma;
+	tx.configure(tc);
 	RxConfig rc;
 	rc.directed = directed;
 	rc.selective = rx_selective;
@@ -339,6 +355,13 @@ int Ep::close()
 
 /* ------------------------------------------------------------------ receives */
 
+ssize_t Ep::send(const SendArgs &a)
+{
+	if (ssize_t r = check_start(a.tagged ? "fi_tsendmsg" : "fi_sendmsg", a.flags, kSendFlags))
+		return r;
+	return tx.send(a);
+}
+
 ssize_t Ep::recv(const RecvArgs &a)
 {
 	if (!enabled) {
@@ -349,6 +372,110 @@ ssize_t Ep::recv(const RecvArgs &a)
 		return -FI_ENOCQ;
 	return rx.recv(a);
 }
+
+void Ep::report_error(Cq *cq, void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &text,
+		      uint64_t len, uint64_t olen, void *buf, uint64_t data, uint64_t tag)
+{
+	fi_cq_err_entry e{};
+	e.op_context = context;
+	e.flags = flags;
+	e.len = len;
+	e.buf = buf;
+	e.data = data;
+	e.tag = tag;
+	e.olen = olen;
+	e.err = err;
+	e.prov_errno = int(prov_errno);
+	/* Expected outcomes (cancel, truncation, peek misses, FI_ENORX) are the
+	 * application's to report; the log keeps each one for debugging. */
+	EFA_INFO(EpData, "error completion (%s, flags %#lx, tag %#lx, len %lu): %s", fi_strerror(err),
+		 (unsigned long)flags, (unsigned long)tag, (unsigned long)len, text.c_str());
+	cq->push_error(e, text);
+}
+
+
+/* The Sender's port (sender.h). */
+Peer *EpTxPort::tx_peer(fi_addr_t dest, bool new_id, ssize_t &err) { return ep_.tx_peer(dest, new_id, err); }
+size_t EpTxPort::tx_avail() { return ep_.io.tx_avail(); }
+Pkt *EpTxPort::tx_buf(Peer &p) { return ep_.tx_pkt(p, nullptr); }
+void EpTxPort::tx_post(Pkt *pkt) { ep_.post(pkt); }
+void EpTxPort::tx_put(Pkt *pkt) { ep_.io.put_tx(pkt); }
+void EpTxPort::tx_handshake(Peer &p) { ep_.send_handshake(p); }
+
+int EpTxPort::tx_read_key(void *buf, size_t len, void *desc, verbs::Mr &reg, uint64_t &key)
+{
+	const Mr *mr = mr_from_desc(desc, ep_.dom);
+	const uintptr_t a = reinterpret_cast<uintptr_t>(buf);
+	if (mr && (mr->access & FI_REMOTE_READ) && ep_.dom->dev->rdma_read() && a >= mr->addr &&
+	    a - mr->addr + len <= mr->len) {
+		key = mr->mr.key;
+		return 0;
+	}
+	auto r = verbs::Mr::reg(ep_.dom->pd, buf, len, verbs::kLocalWrite | verbs::kRemoteRead);
+	if (!r.ok())
+		return r.error();
+	reg = r.take();
+	key = reg.rkey();
+	return 0;
+}
+
+bool EpTxPort::tx_device_ok(const TxOp &op)
+{
+	if (op.iov_count > ep_.qp.features().max_send_sge)
+		return false;
+	for (size_t i = 0; i < op.iov_count; i++) {
+		if (!op.iov[i].iov_len)
+			continue;
+		const Mr *mr = mr_from_desc(op.desc[i], ep_.dom);
+		const uintptr_t a = reinterpret_cast<uintptr_t>(op.iov[i].iov_base);
+		if (!mr || a < mr->addr || a - mr->addr + op.iov[i].iov_len > mr->len)
+			return false;
+	}
+	return true;
+}
+
+int EpTxPort::tx_rdma(Pkt *pkt, const TxOp &op, bool write, uint64_t off, uint64_t len, uint64_t raddr, uint32_t rkey)
+{
+	verbs::Sge sge[kMaxRmaIov];
+	size_t nsge = 0;
+	uint64_t skip = off, want = len;
+	for (size_t i = 0; i < op.iov_count && want; i++) {
+		if (skip >= op.iov[i].iov_len) {
+			skip -= op.iov[i].iov_len;
+			continue;
+		}
+		const uint64_t take = std::min<uint64_t>(op.iov[i].iov_len - skip, want);
+		const Mr *mr = mr_from_desc(op.desc[i], ep_.dom);
+		sge[nsge++] = verbs::Sge{reinterpret_cast<uintptr_t>(op.iov[i].iov_base) + skip, uint32_t(take),
+				      mr->vmr.lkey()};
+		want -= take;
+		skip = 0;
+	}
+	uint32_t vflags = 0;
+	if (op.flags & FI_EFA_WR_HIGH_PPS)
+		vflags |= verbs::kHighPps;
+	const uint64_t wr_id = reinterpret_cast<uint64_t>(pkt);
+	const int r = write ? ep_.qp.write(wr_id, op.peer->dest, {sge, nsge}, rkey, raddr, uint32_t(op.data), vflags)
+			    : ep_.qp.read(wr_id, op.peer->dest, {sge, nsge}, rkey, raddr, 0);
+	if (!r)
+		PacketIo::posted(*op.peer);
+	return r;
+}
+
+void EpTxPort::tx_write_data(Peer &p, uint64_t data, uint64_t len)
+{
+	ep_.send_ctl(Ctl{&p, PktType::WriteData, 0, 0, 0, {}, data, len});
+}
+
+void EpTxPort::tx_complete(const fi_cq_tagged_entry &e) { ep_.tx_cq->push(e, FI_ADDR_NOTAVAIL); }
+
+void EpTxPort::tx_error(void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &text,
+			uint64_t len, uint64_t data, uint64_t tag)
+{
+	ep_.report_error(ep_.tx_cq, context, flags, err, prov_errno, text, len, 0, nullptr, data, tag);
+}
+
+void EpTxPort::tx_count(CntrIdx cntr, bool ok) { ep_.count(cntr, ok); }
 
 /* The Receiver's port (receiver.h). */
 Pkt *EpRxPort::rx_tx_pkt(Peer &p) { return ep_.tx_pkt(p, nullptr); }

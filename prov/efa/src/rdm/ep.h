@@ -25,6 +25,7 @@
 #include "rdm/peer_table.h"
 #include "rdm/pool.h"
 #include "rdm/receiver.h"
+#include "rdm/sender.h"
 
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_ext_efa.h>
@@ -41,6 +42,31 @@
 namespace efa::rdm {
 
 struct Ep;
+
+/* The Sender's port (sender.h) over this endpoint's peer checks, PacketIo, device,
+ * registrations, CQs and counters. */
+class EpTxPort final : public TxPort {
+public:
+	explicit EpTxPort(Ep &ep) : ep_(ep) {}
+	Peer *tx_peer(fi_addr_t dest, bool new_id, ssize_t &err) override;
+	size_t tx_avail() override;
+	Pkt *tx_buf(Peer &p) override;
+	void tx_post(Pkt *pkt) override;
+	void tx_put(Pkt *pkt) override;
+	void tx_handshake(Peer &p) override;
+	int tx_read_key(void *buf, size_t len, void *desc, verbs::Mr &reg, uint64_t &key) override;
+	bool tx_device_ok(const TxOp &op) override;
+	int tx_rdma(Pkt *pkt, const TxOp &op, bool write, uint64_t off, uint64_t len, uint64_t raddr,
+		    uint32_t rkey) override;
+	void tx_write_data(Peer &p, uint64_t data, uint64_t len) override;
+	void tx_complete(const fi_cq_tagged_entry &e) override;
+	void tx_error(void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &text,
+		      uint64_t len, uint64_t data, uint64_t tag) override;
+	void tx_count(CntrIdx cntr, bool ok) override;
+
+private:
+	Ep &ep_;
+};
 
 /* The Receiver's port (receiver.h) over this endpoint's PacketIo, device, CQs and
  * counters. A member, not a base of Ep: Ep's fid must stay at its start. */
@@ -97,14 +123,9 @@ struct Ep : EpBase {
 	static constexpr uint64_t kAskWarnNs = 2000000000; /* ask_protocol's warning */
 	uint64_t next_probe_check = 0;
 
-	/* Packets and entries. */
+	/* Packets and peers. */
 	PacketIo io;
-	ObjPool<TxOp> txops;
-	IdTable<TxOp> tx_ids;
-
 	PeerTable peers;
-
-	IList<TxOp> tx_pending;	     /* long-CTS sends with a window to fill */
 	std::deque<Ctl> ctl_pending; /* target answers waiting for a buffer */
 
 	/* Statistics, for logs and tests. */
@@ -112,7 +133,9 @@ struct Ep : EpBase {
 	bool warned_malformed = false, warned_foreign = false;
 	bool warned_far = false;
 
-	/* The receiving side (receiver.h), and its way out. */
+	/* The sending and receiving sides (sender.h, receiver.h), and their ways out. */
+	EpTxPort tx_port{*this};
+	Sender tx{tx_port, drops};
 	EpRxPort rx_port{*this};
 	Receiver rx{rx_port, drops};
 
@@ -123,19 +146,14 @@ struct Ep : EpBase {
 	bool enabling = false;
 	int close();
 
-	/* rdm/send.cpp: the life of a send */
+	/* The application's operations: the endpoint's checks (ep.cpp, rma.cpp), then the
+	 * Sender or the Receiver. */
 	ssize_t send(const SendArgs &a);
-	void pump(TxOp &op);
-	void tx_done(Pkt *pkt, const verbs::Wc &wc);
-	void finish_tx(TxOp *op);
-	/* Reports an operation's failure (positive FI_E*) once it has nothing in flight. */
-	void fail_tx(TxOp *op, int err, uint32_t prov_errno);
-
-	/* receives (the endpoint's checks, then the Receiver) */
+	ssize_t rma(const RmaArgs &a);
+	ssize_t atomic(const AtomicArgs &a);
 	ssize_t recv(const RecvArgs &a);
-	/* LONGREAD (rdm/longread.cpp) */
-	bool longread_ok(const Peer &p, uint64_t len, size_t iov_count) const;
-	int longread_send(TxOp &op, uint16_t flags);
+	/* The device's verdict on a sent packet (peer.cpp): RNR, VOID runs, peer gone. */
+	void tx_done(Pkt *pkt, const verbs::Wc &wc);
 
 	/* rdm/pkt_ctl.cpp: the control packets, built, sent and handled */
 	bool send_handshake(Peer &p);
@@ -145,23 +163,11 @@ struct Ep : EpBase {
 	/* A probe arrived (rx_done): its sender is one of ours and gets our HANDSHAKE. */
 	void handle_probe(const RawAddr &from, const verbs::Wc &wc);
 	void handle_handshake(Peer &p, const Parsed &pk);
-	void handle_cts(Peer &p, const Parsed &pk);
-	void handle_eor(Peer &p, const Parsed &pk);
-	void handle_receipt(Peer &p, const Parsed &pk);
 	void handle_write_data(Peer &p, const Parsed &pk);
-	void handle_error(Peer &p, const Parsed &pk);
 	/* A target's answer (RECEIPT, WRITE_DATA, ERROR, ATOMRSP): sent now, or queued on
 	 * ctl_pending for progress when no transmit buffer is free. */
 	void send_ctl(Ctl c);
 	bool try_ctl(Ctl &c);
-
-	/* rdm/rma.cpp: the initiator */
-	ssize_t rma(const RmaArgs &a);
-	ssize_t atomic(const AtomicArgs &a);
-	bool device_rma_ok(const TxOp &op, bool write) const;
-	void post_device_rma(TxOp &op, bool write);
-	void handle_read_rsp(Peer &p, const Parsed &pk);
-	void handle_atom_rsp(Peer &p, const Parsed &pk);
 
 	/* rdm/target.cpp: the target of emulated RMA and atomics */
 	int check_rma(const RmaIov *iov, uint32_t n, uint64_t access, iovec *out);

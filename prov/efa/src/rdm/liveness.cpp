@@ -16,7 +16,7 @@
  * work request to it left (Peer::posted). Later packets from the address find no peer.
  *
  * Invariants: a Peer is freed only with posted == 0 and msgs empty; an operation or
- * message is failed once (fail_tx keeps the first error).
+ * message is failed once (Sender::fail keeps the first error).
  */
 #include "rdm/ep.h"
 
@@ -149,8 +149,7 @@ void Ep::peer_failed(Peer &p, int err, uint32_t status)
 		TxOp *op = pkt->op;
 		io.put_tx(pkt);
 		if (op) {
-			op->inflight--;
-			fail_tx(op, err, status);
+			tx.pkt_failed(op, err, status);
 		}
 	}
 	/* Nothing to void on a peer that is gone (a VOID on the device comes back as any
@@ -162,24 +161,8 @@ void Ep::peer_failed(Peer &p, int err, uint32_t status)
 	p.backoff_us = 0;
 	io.unbusy(p);
 
-	/* Operations waiting for an answer of the peer; one with work on the device ends
-	 * when that comes back (the device fails it too). */
-	std::vector<TxOp *> ops;
-	tx_ids.for_each([&](TxOp *op) {
-		if (op->peer == &p)
-			ops.push_back(op);
-	});
-	while (TxLink *l = p.receipts.pop_front())
-		ops.push_back(l->op);
-	for (TxOp *op = tx_pending.front(); op; op = IList<TxOp>::next(op))
-		if (op->peer == &p)
-			ops.push_back(op);
-	std::sort(ops.begin(), ops.end());
-	ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
-	for (TxOp *op : ops) {
-		op->window = 0;
-		fail_tx(op, err, status);
-	}
+	/* Operations waiting for an answer of the peer. */
+	tx.peer_failed(p, err, status);
 	ctl_pending.erase(std::remove_if(ctl_pending.begin(), ctl_pending.end(),
 					 [&](const Ctl &c) { return c.peer == &p; }),
 			  ctl_pending.end());
@@ -192,10 +175,7 @@ void Ep::peer_failed(Peer &p, int err, uint32_t status)
 
 void Ep::probe_peers(uint64_t now)
 {
-	tx_ids.for_each([](TxOp *op) {
-		if (!op->err && !op->responder)
-			op->peer->waiting = true;
-	});
+	tx.mark_waiting();
 	peers.for_each([&](Peer &p) {
 		if (p.heard) {
 			p.heard = false;

@@ -18,13 +18,13 @@
 
 namespace efa::rdm {
 
-bool Ep::longread_ok(const Peer &p, uint64_t len, size_t iov_count) const
+bool Sender::longread_ok(const Peer &p, uint64_t len, size_t iov_count) const
 {
-	return use_device_rdma && len && len >= min_read && p.hs_got && (features & kFeatRdmaRead) && (p.features & kFeatRdmaRead) &&
-	       iov_count <= kMaxRmaIov;
+	return cfg_.use_device_rdma && len && len >= cfg_.min_read && p.hs_got && (cfg_.features & kFeatRdmaRead) &&
+	       (p.features & kFeatRdmaRead) && iov_count <= kMaxRmaIov;
 }
 
-int Ep::longread_send(TxOp &op, uint16_t flags)
+int Sender::longread_send(TxOp &op, uint16_t flags)
 {
 	Peer &p = *op.peer;
 	RmaIov riov[kMaxRmaIov];
@@ -34,38 +34,28 @@ int Ep::longread_send(TxOp &op, uint16_t flags)
 		const size_t len = op.iov[i].iov_len;
 		if (!len)
 			continue;
-		const Mr *mr = mr_from_desc(op.desc[i], dom);
-		const uintptr_t a = reinterpret_cast<uintptr_t>(base);
-		uint64_t key;
-		if (mr && (mr->access & FI_REMOTE_READ) && dom->dev->rdma_read() && a >= mr->addr &&
-		    a - mr->addr + len <= mr->len) {
-			key = mr->mr.key;
-		} else {
-			auto r = verbs::Mr::reg(dom->pd, base, len, verbs::kLocalWrite | verbs::kRemoteRead);
-			if (!r.ok())
-				return r.error();
-			op.reg[i] = r.take();
-			key = op.reg[i].rkey();
-		}
-		riov[n++] = RmaIov{a, len, key};
+		uint64_t key = 0;
+		if (int r = port_.tx_read_key(base, len, op.desc[i], op.reg[i], key))
+			return r;
+		riov[n++] = RmaIov{reinterpret_cast<uintptr_t>(base), len, key};
 	}
 	op.proto = Proto::LongRead;
-	op.id = tx_ids.add(&op);
+	op.id = ids_.add(&op);
 	op.need_receipt = true; /* the EOR */
 	op.sent = op.len;
 	Pkt *pkt = tx_pkt(p, &op);
 	PktWriter w(pkt->buf, pkt->cap);
-	LongReadHdr *h = w.rtm<LongReadHdr>(PktType::LongReadMsg, op.kind == TxKind::Tagged, qkey,
+	LongReadHdr *h = w.rtm<LongReadHdr>(PktType::LongReadMsg, op.kind == TxKind::Tagged, cfg_.qkey,
 					    uint16_t(flags & ~kFlagDeliveryComplete), op.msg_id, 0, op.tag);
 	h->msg_len = op.len;
 	h->send_id = op.id;
 	h->iov_count = n;
-	write_raw_addr(w, p);
+	raw_addr(w, p);
 	if (flags & kFlagCqData)
 		w.cq_data(op.data);
 	w.bytes(riov, n * sizeof(RmaIov));
 	pkt->len = uint32_t(w.size());
-	post(pkt);
+	port_.tx_post(pkt);
 	return 0;
 }
 

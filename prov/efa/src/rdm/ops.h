@@ -329,6 +329,15 @@ struct RecvArgs {
 	bool tagged;
 };
 
+/* Packets dropped, by reason (for the log at close and for tests). */
+struct Drops {
+	uint64_t malformed = 0; /* failed to parse, or more bytes than their message has */
+	uint64_t unknown = 0;	/* for an operation or message not known (any more) */
+	uint64_t dup = 0;	/* duplicates */
+	uint64_t far = 0;	/* requests beyond the reorder reach */
+	uint64_t foreign = 0;	/* of another protocol version */
+};
+
 /* Copies between iovecs and a flat buffer at an offset into the iovec space. Returns the
  * bytes copied (short when the iovecs end first). */
 size_t iov_to_buf(const iovec *iov, size_t count, uint64_t off, void *dst, size_t len);

@@ -156,8 +156,7 @@ int Ep::post(Pkt *pkt)
 		/* Control packets owed to a peer that is gone (a CTS, an EOR, a RECEIPT): nobody
 		 * waits for them. An operation's packet fails it. */
 		if (pkt->op) {
-			pkt->op->inflight--;
-			fail_tx(pkt->op, p.released ? FI_ECANCELED : FI_EHOSTUNREACH,
+			tx.pkt_failed(pkt->op, p.released ? FI_ECANCELED : FI_EHOSTUNREACH,
 				p.released ? uint32_t(EfaStatus::PEER_REMOVED) : p.down);
 		}
 		io.put_tx(pkt);
@@ -171,8 +170,7 @@ int Ep::post(Pkt *pkt)
 			EFA_WARN(EpData, "posting a %s packet failed: %s", pkt_type_name(PktType(pkt->buf[0])),
 				 fi_strerror(-r));
 			if (pkt->op) {
-				pkt->op->inflight--;
-				fail_tx(pkt->op, FI_EIO, uint32_t(EfaStatus::POST_FAILED));
+				tx.pkt_failed(pkt->op, FI_EIO, uint32_t(EfaStatus::POST_FAILED));
 			}
 			io.put_tx(pkt);
 			return -FI_EIO;
@@ -183,13 +181,154 @@ int Ep::post(Pkt *pkt)
 	return 0;
 }
 
+void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
+{
+	Peer *p = pkt->peer;
+	const uint32_t status = wc.ok() ? 0 : wc.vendor_err;
+	/* The device gave up on the peer: everything waiting on it fails (liveness.cpp). */
+	const bool gone = status == uint32_t(EfaStatus::LOCAL_ERROR_UNRESP_REMOTE) ||
+			  status == uint32_t(EfaStatus::LOCAL_ERROR_UNREACH_REMOTE) ||
+			  status == uint32_t(EfaStatus::REMOTE_ERROR_BAD_DEST_QPN);
+	if (pkt->msg) {
+		if (!status)
+			peer_heard(*p);
+		rx.read_done(pkt, wc.ok(), wc.vendor_err);
+		if (gone)
+			peer_unresponsive(*p, status);
+		return;
+	}
+	if (pkt->probe)
+		p->probe_out = false;
+	TxOp *op = pkt->op;
+	if (wc.ok()) {
+		p->backoff_us = 0;
+		peer_heard(*p); /* acknowledged by its device */
+		if (pkt == p->void_pkt) {
+			void_next(*p, pkt);
+			return;
+		}
+		io.put_tx(pkt);
+		if (op)
+			tx.pkt_sent(op);
+		return;
+	}
+	if (status == uint32_t(EfaStatus::REMOTE_ERROR_RNR) && !p->dead && !p->released) {
+		const PktType type = PktType(pkt->buf[0]);
+		const bool first = is_req(type) && (type != PktType::MediumMsg && type != PktType::MediumTag);
+		if (pkt == p->void_pkt) {
+			/* The VOID itself found no buffer: it absorbs the runs refused since, and
+			 * is resent after the backoff. */
+			EagerHdr *v = reinterpret_cast<EagerHdr *>(pkt->buf);
+			while (!p->voids.empty() && p->voids.front().first == v->rtm.msg_id + uint32_t(v->rtm.tag) &&
+			       v->rtm.tag + p->voids.front().second <= kMaxVoidRun) {
+				v->rtm.tag += p->voids.front().second;
+				p->voids.pop_front();
+			}
+			io.on_rnr(pkt, now_ns());
+			return;
+		}
+		if (rm_enabled || !op || !first) {
+			io.on_rnr(pkt, now_ns());
+			return;
+		}
+		/* FI_RM_DISABLED: the operation fails with FI_ENORX now, whatever the peer's
+		 * software does; its message id still has to reach the peer, in a VOID run
+		 * (protocol.md section 11). */
+		tx.pkt_failed(op, FI_ENORX, status);
+		pkt->op = nullptr;
+		void_ids(*p, pkt, reinterpret_cast<RtmHdr *>(pkt->buf)->msg_id);
+		return;
+	}
+	if (pkt == p->void_pkt) {
+		p->void_pkt = nullptr;
+		p->voids.clear();
+	}
+	if (op) {
+		if (p->released)
+			tx.pkt_failed(op, FI_ECANCELED, uint32_t(EfaStatus::PEER_REMOVED));
+		else
+			tx.pkt_failed(op, efa_status_to_fi(status), status);
+	} else if (PktType(pkt->buf[0]) != PktType::Handshake && !gone && !p->released) {
+		EFA_WARN(EpData, "a %s packet to %s failed: %s", pkt_type_name(PktType(pkt->buf[0])),
+			 addr_to_string(p->raw).c_str(), efa_status_msg(status));
+	}
+	io.put_tx(pkt);
+	if (gone)
+		peer_unresponsive(*p, status);
+}
+
+/*
+ * Message id `id` to p was refused (FI_ENORX): it joins p's runs to void, and `pkt`
+ * (its refused packet) becomes the VOID packet if p has none, else goes back to the
+ * pool. One VOID per peer at a time, each naming up to kMaxVoidRun consecutive ids:
+ * a receiver that sleeps costs its senders one packet and a few runs, and never holds
+ * back their sends.
+ */
+void Ep::void_ids(Peer &p, Pkt *pkt, uint32_t id)
+{
+	/* Refusals come back in the device's order, not in id order: the id extends a run
+	 * among the last few that ends just before it or starts just after it (both: they
+	 * become one), so a sleeping receiver's refused ids stay a handful of runs. */
+	auto &runs = p.voids;
+	constexpr size_t kLook = 32;
+	const size_t from = runs.size() > kLook ? runs.size() - kLook : 0;
+	size_t before = SIZE_MAX, after = SIZE_MAX;
+	for (size_t i = from; i < runs.size(); i++) {
+		if (runs[i].first + runs[i].second == id && runs[i].second < kMaxVoidRun)
+			before = i;
+		else if (runs[i].first == id + 1 && runs[i].second < kMaxVoidRun)
+			after = i;
+	}
+	if (before != SIZE_MAX && after != SIZE_MAX && runs[before].second + 1 + runs[after].second <= kMaxVoidRun) {
+		runs[before].second += 1 + runs[after].second;
+		runs.erase(runs.begin() + ptrdiff_t(after));
+	} else if (before != SIZE_MAX) {
+		runs[before].second++;
+	} else if (after != SIZE_MAX) {
+		runs[after].first = id;
+		runs[after].second++;
+	} else {
+		runs.emplace_back(id, 1);
+	}
+	if (p.void_pkt) {
+		io.put_tx(pkt);
+		return;
+	}
+	void_next(p, pkt);
+}
+
+/* Sends p's next VOID run in pkt (the VOID packet), or frees it when none is left. */
+void Ep::void_next(Peer &p, Pkt *pkt)
+{
+	if (p.voids.empty() || p.dead || p.released) {
+		p.voids.clear();
+		p.void_pkt = nullptr;
+		io.put_tx(pkt);
+		return;
+	}
+	const auto [first, count] = p.voids.front();
+	p.voids.pop_front();
+	PktWriter w(pkt->buf, pkt->cap);
+	/* The run's length travels in the tag field (protocol.md section 11). */
+	w.rtm<EagerHdr>(PktType::EagerMsg, false, qkey, uint16_t(req_flags(p) | kFlagVoid), first, 0, count);
+	write_raw_addr(w, p);
+	pkt->len = uint32_t(w.size());
+	pkt->op = nullptr;
+	pkt->rnr_tries = 0;
+	p.void_pkt = pkt;
+	if (post(pkt)) { /* the peer is gone, or the device refused the work request */
+		p.void_pkt = nullptr;
+		p.voids.clear();
+	}
+}
+
 void Ep::progress()
 {
 	if (!enabled)
 		return;
 	sync_removed();
 	/* No clock read while nothing waits (an idle endpoint polling its CQ). */
-	if (probe_ns && (txops.in_use() || rx.busy())) {
+	if (probe_ns && (tx.busy() || rx.busy())) {
 		const uint64_t now = now_ns();
 		if (now >= next_probe_check) {
 			next_probe_check = now + probe_ns / 4;
@@ -207,11 +346,7 @@ void Ep::progress()
 			this);
 	while (!ctl_pending.empty() && try_ctl(ctl_pending.front()))
 		ctl_pending.pop_front();
-	for (TxOp *op = tx_pending.front(); op;) {
-		TxOp *next = IList<TxOp>::next(op);
-		pump(*op);
-		op = next;
-	}
+	tx.progress();
 	rx.progress();
 }
 

@@ -122,12 +122,12 @@ bool Receiver::send_cts(MsgRx &m)
 	return true;
 }
 
-void Ep::handle_cts(Peer &p, const Parsed &pk)
+void Sender::handle_cts(Peer &p, const Parsed &pk)
 {
 	const CtsHdr &h = pk.as<CtsHdr>();
-	TxOp *op = tx_ids.find(h.send_id);
+	TxOp *op = ids_.find(h.send_id);
 	if (!op || op->peer != &p || op->err) {
-		drops.unknown++;
+		drops_.unknown++;
 		return;
 	}
 	op->peer_id = h.recv_id;
@@ -154,15 +154,15 @@ bool Receiver::send_eor(MsgRx &m)
 	return true;
 }
 
-void Ep::handle_eor(Peer &p, const Parsed &pk)
+void Sender::handle_eor(Peer &p, const Parsed &pk)
 {
-	TxOp *op = tx_ids.find(pk.as<EorHdr>().send_id);
+	TxOp *op = ids_.find(pk.as<EorHdr>().send_id);
 	if (!op || op->peer != &p || op->proto != Proto::LongRead || op->got_receipt) {
-		drops.unknown++;
+		drops_.unknown++;
 		return;
 	}
 	op->got_receipt = true;
-	finish_tx(op);
+	finish(op);
 }
 
 /* ------------------------------------------------------------------ RECEIPT */
@@ -186,14 +186,14 @@ bool Receiver::send_receipt(MsgRx &m)
 	return true;
 }
 
-void Ep::handle_receipt(Peer &p, const Parsed &pk)
+void Sender::handle_receipt(Peer &p, const Parsed &pk)
 {
 	/* Requests with an id (long-CTS messages, emulated RMA, atomics) are answered by it;
 	 * one-packet messages by their message id. */
 	const ReceiptHdr &h = pk.as<ReceiptHdr>();
 	TxOp *op = nullptr;
 	if (h.send_id) {
-		op = tx_ids.find(h.send_id);
+		op = ids_.find(h.send_id);
 		if (op && (op->peer != &p || !op->need_receipt || op->got_receipt))
 			op = nullptr;
 	} else {
@@ -203,11 +203,11 @@ void Ep::handle_receipt(Peer &p, const Parsed &pk)
 		}
 	}
 	if (!op) {
-		drops.unknown++;
+		drops_.unknown++;
 		return;
 	}
 	op->got_receipt = true;
-	finish_tx(op);
+	finish(op);
 }
 
 /* ------------------------------------------------------------------ target answers: WRITE_DATA, ERROR, ATOMRSP */
@@ -226,17 +226,17 @@ void Ep::handle_write_data(Peer &p, const Parsed &pk)
 	rx_cq->push(e, p.addr);
 }
 
-void Ep::handle_error(Peer &p, const Parsed &pk)
+void Sender::handle_error(Peer &p, const Parsed &pk)
 {
 	const ErrorHdr &h = pk.as<ErrorHdr>();
-	TxOp *op = tx_ids.find(h.op_id);
+	TxOp *op = ids_.find(h.op_id);
 	if (!op || op->peer != &p) {
-		drops.unknown++;
+		drops_.unknown++;
 		return;
 	}
 	EFA_DBG(EpData, "%s refused an operation: %s", addr_to_string(p.raw).c_str(), fi_strerror(int(h.err)));
 	op->window = 0;
-	fail_tx(op, int(h.err), uint32_t(EfaStatus::TARGET_REFUSED));
+	fail(op, int(h.err), uint32_t(EfaStatus::TARGET_REFUSED));
 }
 
 void Ep::send_ctl(Ctl c)

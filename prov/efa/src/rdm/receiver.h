@@ -28,15 +28,6 @@
 
 namespace efa::rdm {
 
-/* Packets dropped, by reason (for the log at close and for tests). */
-struct Drops {
-	uint64_t malformed = 0; /* failed to parse, or more bytes than their message has */
-	uint64_t unknown = 0;	/* for an operation or message not known (any more) */
-	uint64_t dup = 0;	/* duplicates */
-	uint64_t far = 0;	/* requests beyond the reorder reach */
-	uint64_t foreign = 0;	/* of another protocol version */
-};
-
 /* What the Receiver needs from the rest of the endpoint (see the top of this file). */
 class RxPort {
 public:

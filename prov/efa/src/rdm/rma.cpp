@@ -7,6 +7,7 @@
  * remote address is reported as the operation's error.
  */
 #include "rdm/ep.h"
+#include "rdm/sender.h"
 
 #include "efa_errno.h"
 #include "info.h"
@@ -21,68 +22,34 @@ namespace efa::rdm {
 
 /* ------------------------------------------------------------------ RMA */
 
-bool Ep::device_rma_ok(const TxOp &op, bool write) const
+bool Sender::device_rma_ok(const TxOp &op, bool write)
 {
 	const Peer &p = *op.peer;
 	const uint64_t need = write ? kFeatRdmaWrite : kFeatRdmaRead;
-	if (!use_device_rdma || !p.hs_got || !(features & need) || !(p.features & need))
+	if (!cfg_.use_device_rdma || !p.hs_got || !(cfg_.features & need) || !(p.features & need))
 		return false;
 	/* With CQ data too: a plain device write, then WRITE_DATA (post_device_rma); never
 	 * a write with immediate, whose completion at the target would take a CQ entry
 	 * that nothing reserved. */
-	if (op.iov_count > qp.features().max_send_sge)
-		return false;
-	for (size_t i = 0; i < op.iov_count; i++) {
-		if (!op.iov[i].iov_len)
-			continue;
-		const Mr *mr = mr_from_desc(op.desc[i], dom);
-		const uintptr_t a = reinterpret_cast<uintptr_t>(op.iov[i].iov_base);
-		if (!mr || a < mr->addr || a - mr->addr + op.iov[i].iov_len > mr->len)
-			return false;
-	}
-	return true;
+	return port_.tx_device_ok(op);
 }
 
-void Ep::post_device_rma(TxOp &op, bool write)
+void Sender::post_device_rma(TxOp &op, bool write)
 {
-	const uint64_t seg = dom->dev->max_rdma_size();
+	const uint64_t seg = cfg_.max_rdma;
 	const bool imm = op.flags & FI_REMOTE_CQ_DATA;
 	uint64_t off = 0;
 	do {
 		const uint64_t n = std::min(seg, op.len - off);
-		verbs::Sge sge[kMaxRmaIov];
-		size_t nsge = 0;
-		uint64_t skip = off, want = n;
-		for (size_t i = 0; i < op.iov_count && want; i++) {
-			if (skip >= op.iov[i].iov_len) {
-				skip -= op.iov[i].iov_len;
-				continue;
-			}
-			const uint64_t take = std::min<uint64_t>(op.iov[i].iov_len - skip, want);
-			const Mr *mr = mr_from_desc(op.desc[i], dom);
-			sge[nsge++] = verbs::Sge{reinterpret_cast<uintptr_t>(op.iov[i].iov_base) + skip, uint32_t(take),
-					      mr->vmr.lkey()};
-			want -= take;
-			skip = 0;
-		}
 		Pkt *pkt = tx_pkt(*op.peer, &op); /* the work request's transmit credit */
-		const uint64_t raddr = op.rma[0].addr + off;
-		const uint32_t rkey = uint32_t(op.rma[0].key);
-		uint32_t vflags = 0;
-		if (op.flags & FI_EFA_WR_HIGH_PPS)
-			vflags |= verbs::kHighPps;
-		int r = write ? qp.write(reinterpret_cast<uint64_t>(pkt), op.peer->dest, {sge, nsge}, rkey, raddr,
-					 uint32_t(op.data), vflags)
-			      : qp.read(reinterpret_cast<uint64_t>(pkt), op.peer->dest, {sge, nsge}, rkey, raddr, 0);
-		if (r) {
+		if (int r = port_.tx_rdma(pkt, op, write, off, n, op.rma[0].addr + off, uint32_t(op.rma[0].key))) {
 			EFA_WARN(EpData, "posting an RDMA %s failed: %s", write ? "write" : "read", fi_strerror(-r));
 			op.inflight--;
-			io.put_tx(pkt);
+			port_.tx_put(pkt);
 			op.err = FI_EIO;
 			op.prov_errno = uint32_t(EfaStatus::POST_FAILED);
 			break;
 		}
-		PacketIo::posted(*op.peer);
 		off += n;
 	} while (off < op.len);
 	op.sent = op.len;
@@ -90,15 +57,8 @@ void Ep::post_device_rma(TxOp &op, bool write)
 	op.notice = write && imm;
 }
 
-ssize_t Ep::rma(const RmaArgs &args)
+ssize_t Sender::rma(const RmaArgs &a)
 {
-	/* FI_INJECT and FI_REMOTE_CQ_DATA apply to writes (fi_rma(3)); a read ignores them,
-	 * as efa-direct does. */
-	RmaArgs a = args;
-	if (!a.write)
-		a.flags &= ~uint64_t(FI_INJECT | FI_REMOTE_CQ_DATA);
-	if (ssize_t r = check_start(a.write ? "fi_writemsg" : "fi_readmsg", a.flags, kRmaFlags))
-		return r;
 	if (a.count > kRdmIovLimit || (a.count && !a.iov) || a.rma_count != 1 || !a.rma) {
 		EFA_WARN_ONCE(EpData,
 			      "RMA with %zu iovs and %zu remote iovs: tx_attr->iov_limit is %zu and rma_iov_limit 1; "
@@ -113,20 +73,20 @@ ssize_t Ep::rma(const RmaArgs &args)
 		return -FI_EINVAL;
 	}
 	const bool inject = a.flags & FI_INJECT;
-	if (inject && len > inject_size) {
-		EFA_WARN_ONCE(EpData, "inject of %lu bytes: more than tx_attr->inject_size (%zu); use fi_write",
-			      (unsigned long)len, inject_size);
+	if (inject && len > cfg_.inject_size) {
+		EFA_WARN_ONCE(EpData, "inject of %lu bytes: more than tx_attr->cfg_.inject_size (%zu); use fi_write",
+			      (unsigned long)len, cfg_.inject_size);
 		return -FI_EMSGSIZE;
 	}
 	ssize_t err = 0;
-	Peer *p = tx_peer(a.dest, false, err);
+	Peer *p = port_.tx_peer(a.dest, false, err);
 	if (!p)
 		return err;
-	TxOp *op = txops.get();
+	TxOp *op = ops_.get();
 	if (!op)
 		return -FI_EAGAIN;
 	op->start(a.write ? TxKind::Write : TxKind::Read, p, a.dest, a.context, a.flags,
-		  FI_RMA | (a.write ? FI_WRITE : FI_READ), !inject && tx_completion(a.flags));
+		  FI_RMA | (a.write ? FI_WRITE : FI_READ), !inject && completion(a.flags));
 	op->set_iov(a.iov, a.desc, a.count, len);
 	op->data = a.data;
 	op->rma[0] = a.rma[0];
@@ -135,23 +95,23 @@ ssize_t Ep::rma(const RmaArgs &args)
 	const bool data = a.write && (a.flags & FI_REMOTE_CQ_DATA);
 	const bool device = !inject && device_rma_ok(*op, a.write);
 	const size_t opt = (p->hs_got ? 0 : sizeof(RawAddr)) + (data ? kCqDataLen : 0);
-	const size_t room = mtu - sizeof(WriteReqHdr) - opt - sizeof(RmaIov);
-	const size_t seg = dom->dev->max_rdma_size();
+	const size_t room = cfg_.mtu - sizeof(WriteReqHdr) - opt - sizeof(RmaIov);
+	const size_t seg = cfg_.max_rdma;
 	size_t npkts = device ? std::max<size_t>(1, (len + seg - 1) / seg) : 1;
 	if (!p->hs_sent)
 		npkts++;
-	if (io.tx_avail() < npkts) {
-		txops.put(op);
+	if (port_.tx_avail() < npkts) {
+		ops_.put(op);
 		return -FI_EAGAIN;
 	}
 	if (!p->hs_sent)
-		send_handshake(*p);
-	op->id = tx_ids.add(op);
+		port_.tx_handshake(*p);
+	op->id = ids_.add(op);
 	if (device) {
 		op->proto = Proto::DeviceRma;
 		post_device_rma(*op, a.write);
 		if (op->err && !op->inflight)
-			finish_tx(op);
+			finish(op);
 		return 0;
 	}
 
@@ -162,12 +122,12 @@ ssize_t Ep::rma(const RmaArgs &args)
 		op->proto = Proto::EmuWrite;
 		op->need_receipt = true;
 		const size_t first = std::min<uint64_t>(len, room);
-		WriteReqHdr *h = w.header<WriteReqHdr>(PktType::WriteReq, qkey, req_flags(*p) | (data ? kFlagCqData : 0));
+		WriteReqHdr *h = w.header<WriteReqHdr>(PktType::WriteReq, cfg_.qkey, req_flags(*p) | (data ? kFlagCqData : 0));
 		h->iov_count = 1;
 		h->seg_len = uint32_t(first);
 		h->msg_len = len;
 		h->send_id = op->id;
-		write_raw_addr(w, *p);
+		raw_addr(w, *p);
 		if (data)
 			w.cq_data(a.data);
 		w.bytes(&riov, sizeof riov);
@@ -175,43 +135,64 @@ ssize_t Ep::rma(const RmaArgs &args)
 		op->sent = first;
 	} else {
 		op->proto = Proto::EmuRead;
-		ReadReqHdr *h = w.header<ReadReqHdr>(PktType::ReadReq, qkey, req_flags(*p));
+		ReadReqHdr *h = w.header<ReadReqHdr>(PktType::ReadReq, cfg_.qkey, req_flags(*p));
 		h->iov_count = 1;
 		h->recv_id = op->id;
 		h->msg_len = len;
 		h->window = len ? len : 1;
-		write_raw_addr(w, *p);
+		raw_addr(w, *p);
 		w.bytes(&riov, sizeof riov);
 		op->sent = len;
 	}
 	pkt->len = uint32_t(w.size());
-	post(pkt);
+	port_.tx_post(pkt);
 	return 0;
 }
 
-void Ep::handle_read_rsp(Peer &p, const Parsed &pk)
+void Sender::handle_read_rsp(Peer &p, const Parsed &pk)
 {
 	const ReadRspHdr &h = pk.as<ReadRspHdr>();
-	TxOp *op = tx_ids.find(h.recv_id);
+	TxOp *op = ids_.find(h.recv_id);
 	if (!op || op->peer != &p || op->kind != TxKind::Read || op->responder) {
-		drops.unknown++;
+		drops_.unknown++;
 		return;
 	}
 	if (h.seg_off + h.seg_len > op->len || op->done + h.seg_len > op->len) {
-		drops.malformed++;
+		drops_.malformed++;
 		return;
 	}
 	buf_to_iov(op->iov, op->iov_count, h.seg_off, pk.payload, h.seg_len);
 	op->done += h.seg_len;
-	finish_tx(op);
+	finish(op);
+}
+
+/* The target of an emulated read: READRSP packets, pumped like a long message's DATA. */
+bool Sender::respond_read(Peer &p, uint32_t recv_id, uint64_t len, const iovec *src, size_t count)
+{
+	TxOp *op = ops_.get();
+	if (!op)
+		return false;
+	op->kind = TxKind::Read;
+	op->proto = Proto::EmuRead;
+	op->responder = true;
+	op->peer = &p;
+	op->addr = p.addr;
+	std::copy(src, src + count, op->iov);
+	op->iov_count = count;
+	op->len = len;
+	op->peer_id = recv_id;
+	op->window = len;
+	if (!op->len)
+		finish(op);
+	else
+		pump(*op);
+	return true;
 }
 
 /* ------------------------------------------------------------------ atomics */
 
-ssize_t Ep::atomic(const AtomicArgs &a)
+ssize_t Sender::atomic(const AtomicArgs &a)
 {
-	if (ssize_t r = check_start("fi_atomicmsg", a.flags, kAtomicFlags))
-		return r;
 	if (!atomic_valid(a.kind, a.op, a.dt)) {
 		EFA_WARN_ONCE(EpData, "atomic op %d on datatype %d is not supported: ask fi_atomicvalid / "
 			      "fi_query_atomic first", int(a.op), int(a.dt));
@@ -228,7 +209,7 @@ ssize_t Ep::atomic(const AtomicArgs &a)
 	const uint64_t bytes = uint64_t(a.count) * dts;
 	const bool has_operand = a.op != FI_ATOMIC_READ;
 	const bool compare = a.kind == AtomicKind::Compare;
-	if (bytes > rdm_limits(*dom->dev).max_atomic || a.rma[0].count < a.count) {
+	if (bytes > cfg_.max_atomic || a.rma[0].count < a.count) {
 		EFA_WARN_ONCE(EpData, "atomic of %zu elements: more than fi_atomicvalid's count or the remote buffer; "
 			      "split it", a.count);
 		return -FI_EINVAL;
@@ -244,18 +225,18 @@ ssize_t Ep::atomic(const AtomicArgs &a)
 		return -FI_EINVAL;
 	const bool inject = a.flags & FI_INJECT;
 	ssize_t err = 0;
-	Peer *p = tx_peer(a.dest, true, err);
+	Peer *p = port_.tx_peer(a.dest, true, err);
 	if (!p)
 		return err;
-	if (io.tx_avail() < (p->hs_sent ? 1u : 2u))
+	if (port_.tx_avail() < (p->hs_sent ? 1u : 2u))
 		return -FI_EAGAIN;
-	TxOp *op = txops.get();
+	TxOp *op = ops_.get();
 	if (!op)
 		return -FI_EAGAIN;
 	if (!p->hs_sent)
-		send_handshake(*p);
+		port_.tx_handshake(*p);
 	op->start(TxKind::Atomic, p, a.dest, a.context, a.flags,
-		  FI_ATOMIC | (a.kind == AtomicKind::Write ? FI_WRITE : FI_READ), !inject && tx_completion(a.flags));
+		  FI_ATOMIC | (a.kind == AtomicKind::Write ? FI_WRITE : FI_READ), !inject && completion(a.flags));
 	op->proto = Proto::EmuAtomic;
 	op->aop = a.op;
 	op->adt = a.dt;
@@ -268,12 +249,12 @@ ssize_t Ep::atomic(const AtomicArgs &a)
 		op->len = bytes; /* the response to wait for */
 	}
 	op->sent = op->len;
-	op->id = tx_ids.add(op);
+	op->id = ids_.add(op);
 	op->msg_id = p->next_tx_id++;
 
 	Pkt *pkt = tx_pkt(*p, op);
 	PktWriter w(pkt->buf, pkt->cap);
-	AtomicReqHdr *h = w.header<AtomicReqHdr>(PktType::AtomicReq, qkey, req_flags(*p));
+	AtomicReqHdr *h = w.header<AtomicReqHdr>(PktType::AtomicReq, cfg_.qkey, req_flags(*p));
 	h->msg_id = op->msg_id;
 	h->iov_count = 1;
 	h->op = uint8_t(a.op);
@@ -281,7 +262,7 @@ ssize_t Ep::atomic(const AtomicArgs &a)
 	h->kind = uint8_t(a.kind);
 	h->recv_id = op->id;
 	h->count = a.count;
-	write_raw_addr(w, *p);
+	raw_addr(w, *p);
 	const RmaIov riov{a.rma[0].addr, bytes, a.rma[0].key};
 	w.bytes(&riov, sizeof riov);
 	auto gather = [&](const fi_ioc *v, size_t n) {
@@ -293,21 +274,42 @@ ssize_t Ep::atomic(const AtomicArgs &a)
 	if (compare)
 		gather(a.cmp, a.cmp_count);
 	pkt->len = uint32_t(w.size());
-	post(pkt);
+	port_.tx_post(pkt);
 	return 0;
 }
 
-void Ep::handle_atom_rsp(Peer &p, const Parsed &pk)
+void Sender::handle_atom_rsp(Peer &p, const Parsed &pk)
 {
 	const RspHdr &h = pk.as<RspHdr>();
-	TxOp *op = tx_ids.find(h.recv_id);
+	TxOp *op = ids_.find(h.recv_id);
 	if (!op || op->peer != &p || op->kind != TxKind::Atomic || h.seg_len != op->len || op->done) {
-		drops.unknown++;
+		drops_.unknown++;
 		return;
 	}
 	buf_to_iov(op->result, op->result_count, 0, pk.payload, h.seg_len);
 	op->done = op->len;
-	finish_tx(op);
+	finish(op);
+}
+
+/* ------------------------------------------------------------------ the endpoint's checks */
+
+ssize_t Ep::rma(const RmaArgs &args)
+{
+	/* FI_INJECT and FI_REMOTE_CQ_DATA apply to writes (fi_rma(3)); a read ignores them,
+	 * as efa-direct does. */
+	RmaArgs a = args;
+	if (!a.write)
+		a.flags &= ~uint64_t(FI_INJECT | FI_REMOTE_CQ_DATA);
+	if (ssize_t r = check_start(a.write ? "fi_writemsg" : "fi_readmsg", a.flags, kRmaFlags))
+		return r;
+	return tx.rma(a);
+}
+
+ssize_t Ep::atomic(const AtomicArgs &a)
+{
+	if (ssize_t r = check_start("fi_atomicmsg", a.flags, kAtomicFlags))
+		return r;
+	return tx.atomic(a);
 }
 
 /* ------------------------------------------------------------------ fi_rma / fi_atomic entry points */

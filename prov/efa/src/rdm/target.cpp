@@ -51,27 +51,8 @@ void Ep::handle_read_req(Peer &p, const Parsed &pk)
 	const ReadReqHdr &h = pk.as<ReadReqHdr>();
 	iovec src[kMaxRmaIov];
 	int err = check_rma(pk.iov, pk.iov_count, FI_REMOTE_READ, src);
-	TxOp *op = err ? nullptr : txops.get();
-	if (!op) {
+	if (err || !tx.respond_read(p, h.recv_id, h.msg_len, src, pk.iov_count))
 		send_ctl(Ctl{&p, PktType::Error, h.recv_id, 0, uint32_t(err ? err : FI_EAGAIN), {}});
-		return;
-	}
-	/* Answered with READRSP packets, pumped like a long message's DATA. */
-	op->kind = TxKind::Read;
-	op->proto = Proto::EmuRead;
-	op->responder = true;
-	op->peer = &p;
-	op->addr = p.addr;
-	std::copy(src, src + pk.iov_count, op->iov);
-	op->iov_count = pk.iov_count;
-	op->len = h.msg_len;
-	op->peer_id = h.recv_id;
-	op->window = h.msg_len;
-	if (!op->len) {
-		finish_tx(op);
-		return;
-	}
-	pump(*op);
 }
 
 void Ep::handle_atomic_req(Peer &p, const Parsed &pk)

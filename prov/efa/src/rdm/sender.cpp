@@ -1,0 +1,340 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The Sender (sender.h): the life of a send operation (docs/protocol.md section 8):
+ * protocol selection, the EAGER, MEDIUM and LONGCTS requests, DATA under clear-to-send
+ * windows, and the completion or failure of every transmit operation. The read-based
+ * REQ is in longread.cpp, RMA and atomics in rma.cpp, the answers in pkt_ctl.cpp; the
+ * device's verdict on each packet (RNR, VOID runs, peer gone) is the endpoint's
+ * (peer.cpp), which reports it here.
+ */
+#include "rdm/sender.h"
+
+#include "rdm/attrs.h"
+
+#include "efa_errno.h"
+#include "info.h"
+#include "log.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace efa::rdm {
+
+uint64_t iov_total(const iovec *iov, size_t count)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < count; i++)
+		n += iov[i].iov_len;
+	return n;
+}
+
+namespace {
+
+/* Copies len bytes between buf and the iov list from byte off of the list, either way. */
+size_t iov_copy(const iovec *iov, size_t count, uint64_t off, uint8_t *buf, size_t len, bool to_iov)
+{
+	size_t done = 0;
+	for (size_t i = 0; i < count && done < len; i++) {
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		const size_t n = std::min<size_t>(iov[i].iov_len - off, len - done);
+		uint8_t *at = static_cast<uint8_t *>(iov[i].iov_base) + off;
+		if (to_iov)
+			std::memcpy(at, buf + done, n);
+		else
+			std::memcpy(buf + done, at, n);
+		done += n;
+		off = 0;
+	}
+	return done;
+}
+
+} // namespace
+
+size_t iov_to_buf(const iovec *iov, size_t count, uint64_t off, void *dst, size_t len)
+{
+	return iov_copy(iov, count, off, static_cast<uint8_t *>(dst), len, false);
+}
+
+size_t buf_to_iov(const iovec *iov, size_t count, uint64_t off, const void *src, size_t len)
+{
+	return iov_copy(iov, count, off, static_cast<uint8_t *>(const_cast<void *>(src)), len, true);
+}
+
+namespace {
+
+/* Optional header bytes of a REQ to `p`. */
+size_t opt_len(const Peer &p, bool data) { return (p.hs_got ? 0 : sizeof(RawAddr)) + (data ? kCqDataLen : 0); }
+
+} // namespace
+
+ssize_t Sender::send(const SendArgs &a)
+{
+	if (a.count > kRdmIovLimit || (a.count && !a.iov)) {
+		EFA_WARN_ONCE(EpData, "%zu iovs: more than tx_attr->iov_limit (%zu); split the send", a.count,
+			      kRdmIovLimit);
+		return -FI_EINVAL;
+	}
+	const uint64_t len = iov_total(a.iov, a.count);
+	const bool inject = a.flags & FI_INJECT;
+	if (inject && len > cfg_.inject_size) {
+		EFA_WARN_ONCE(EpData, "inject of %lu bytes: more than tx_attr->cfg_.inject_size (%zu); use fi_send",
+			      (unsigned long)len, cfg_.inject_size);
+		return -FI_EMSGSIZE;
+	}
+	ssize_t err = 0;
+	Peer *p = port_.tx_peer(a.dest, true, err);
+	if (!p)
+		return err;
+
+	const bool data = a.flags & FI_REMOTE_CQ_DATA;
+	const size_t opt = opt_len(*p, data);
+	/* FI_RM_DISABLED: no MEDIUM, whose segments could not be refused one by one; a
+	 * message beyond one packet starts with one REQ (protocol.md section 11). */
+	const SendLimits lim{cfg_.mtu, opt, cfg_.rm_enabled ? cfg_.max_medium : 0, cfg_.min_read, longread_ok(*p, len, a.count)};
+	const size_t medium_seg = medium_segment(lim);
+	Proto proto = select_send(len, lim);
+	size_t npkts = first_burst(len, lim);
+	if (!p->hs_sent)
+		npkts++;
+	/* Everything the first burst needs, or nothing: a message id is never spent on a
+	 * message that cannot go out. */
+	if (port_.tx_avail() < npkts)
+		return -FI_EAGAIN;
+	TxOp *op = ops_.get();
+	if (!op)
+		return -FI_EAGAIN;
+	if (!p->hs_sent)
+		port_.tx_handshake(*p);
+
+	op->start(a.tagged ? TxKind::Tagged : TxKind::Msg, p, a.dest, a.context, a.flags,
+		  FI_SEND | (a.tagged ? FI_TAGGED : FI_MSG), !inject && completion(a.flags));
+	op->proto = proto;
+	op->set_iov(a.iov, a.desc, a.count, len);
+	op->tag = a.tag;
+	op->data = a.data;
+	op->msg_id = p->next_tx_id++;
+	op->need_receipt = a.flags & FI_DELIVERY_COMPLETE;
+	const uint16_t flags = req_flags(*p) | (data ? kFlagCqData : 0) | (op->need_receipt ? kFlagDeliveryComplete : 0);
+	/* The read-based protocol, unless the buffer cannot be registered: then long-CTS
+	 * with the same message id (nothing was sent yet). */
+	if (proto == Proto::LongRead) {
+		if (!longread_send(*op, flags))
+			return 0;
+		proto = op->proto = Proto::LongCts;
+	}
+	/* The RECEIPT of an eager or medium message names it by message id; long-CTS has
+	 * a send id, long-read completes on EOR (also by send id). */
+	if (op->need_receipt && (proto == Proto::Eager || proto == Proto::Medium)) {
+		op->rlink.op = op;
+		p->receipts.push_back(&op->rlink);
+	}
+
+	auto begin = [&](PktWriter &w, Pkt *pkt) {
+		(void)pkt;
+		raw_addr(w, *p);
+		if (data)
+			w.cq_data(a.data);
+	};
+	switch (proto) {
+	case Proto::Eager: {
+		Pkt *pkt = tx_pkt(*p, op);
+		PktWriter w(pkt->buf, pkt->cap);
+		w.rtm<EagerHdr>(PktType::EagerMsg, a.tagged, cfg_.qkey, flags, op->msg_id, uint32_t(len), a.tag);
+		begin(w, pkt);
+		iov_to_buf(a.iov, a.count, 0, w.reserve(len), len);
+		pkt->len = uint32_t(w.size());
+		op->sent = len;
+		port_.tx_post(pkt);
+		break;
+	}
+	case Proto::Medium:
+		for (uint64_t off = 0; off < len; off += medium_seg) {
+			const size_t n = std::min<uint64_t>(medium_seg, len - off);
+			Pkt *pkt = tx_pkt(*p, op);
+			PktWriter w(pkt->buf, pkt->cap);
+			MediumHdr *h = w.rtm<MediumHdr>(PktType::MediumMsg, a.tagged, cfg_.qkey, flags, op->msg_id, uint32_t(n),
+							a.tag);
+			h->msg_len = len;
+			h->seg_off = off;
+			begin(w, pkt);
+			iov_to_buf(a.iov, a.count, off, w.reserve(n), n);
+			pkt->len = uint32_t(w.size());
+			op->sent += n;
+			port_.tx_post(pkt);
+		}
+		break;
+	default: {
+		op->id = ids_.add(op);
+		const size_t first = std::min<uint64_t>(len, cfg_.mtu - sizeof(LongCtsHdr) - opt);
+		Pkt *pkt = tx_pkt(*p, op);
+		PktWriter w(pkt->buf, pkt->cap);
+		LongCtsHdr *h = w.rtm<LongCtsHdr>(PktType::LongCtsMsg, a.tagged, cfg_.qkey, flags, op->msg_id,
+						  uint32_t(first), a.tag);
+		h->msg_len = len;
+		h->send_id = op->id;
+		h->credits = uint32_t(cfg_.credits);
+		begin(w, pkt);
+		iov_to_buf(a.iov, a.count, 0, w.reserve(first), first);
+		pkt->len = uint32_t(w.size());
+		op->sent = first;
+		port_.tx_post(pkt);
+		break;
+	}
+	}
+	return 0;
+}
+
+void Sender::pump(TxOp &op)
+{
+	const size_t seg_max = cfg_.mtu - sizeof(DataHdr);
+	while (op.window && op.sent < op.len && !op.err) {
+		Pkt *pkt = tx_pkt(*op.peer, &op);
+		if (!pkt)
+			break;
+		const size_t n = std::min<uint64_t>({seg_max, op.window, op.len - op.sent});
+		PktWriter w(pkt->buf, pkt->cap);
+		/* DATA and READRSP share their layout: the target of an emulated read answers
+		 * with the latter. */
+		static_assert(sizeof(DataHdr) == sizeof(ReadRspHdr));
+		DataHdr *h = w.header<DataHdr>(op.responder ? PktType::ReadRsp : PktType::Data, cfg_.qkey);
+		h->recv_id = op.peer_id;
+		h->seg_len = uint32_t(n);
+		h->seg_off = op.sent;
+		iov_to_buf(op.iov, op.iov_count, op.sent, w.reserve(n), n);
+		pkt->len = uint32_t(w.size());
+		op.sent += n;
+		op.window -= n;
+		port_.tx_post(pkt);
+	}
+	const bool more = op.window && op.sent < op.len && !op.err;
+	if (more && !op.on_list())
+		pending_.push_back(&op);
+	else if (!more && op.on_list())
+		pending_.unlink(&op);
+}
+
+void Sender::fail(TxOp *op, int err, uint32_t prov_errno)
+{
+	if (!op->err) {
+		op->err = err;
+		op->prov_errno = prov_errno;
+	}
+	finish(op);
+}
+
+void Sender::finish(TxOp *op)
+{
+	if (op->inflight)
+		return;
+	if (!op->err) {
+		if (op->sent < op->len)
+			return; /* a long message waits for its next window */
+		if (op->need_receipt && !op->got_receipt)
+			return;
+		if ((op->kind == TxKind::Read || op->proto == Proto::EmuAtomic) && !op->responder && op->done < op->len)
+			return; /* the response is still on its way */
+	}
+	/* A device write with CQ data is in place at the target: its CQ data follows in a
+	 * packet, which lands in one of the target's receive packets (protocol.md
+	 * section 9). */
+	if (op->notice && !op->err)
+		port_.tx_write_data(*op->peer, op->data, op->len);
+	op->notice = false;
+	if (op->on_list())
+		pending_.unlink(op);
+	if (op->id)
+		ids_.remove(op->id);
+	/* Whatever ended it (its RECEIPT, an error), an operation leaves the receipt list. */
+	if (op->rlink.on_list())
+		op->peer->receipts.unlink(&op->rlink);
+	complete(*op);
+	ops_.put(op);
+}
+
+void Sender::complete(TxOp &op)
+{
+	if (op.responder) {
+		port_.tx_count(kCntrRemoteRead, !op.err);
+		return;
+	}
+	CntrIdx ci = kCntrSend;
+	if (op.kind == TxKind::Read || (op.kind == TxKind::Atomic && op.result_count))
+		ci = kCntrRead;
+	else if (op.kind == TxKind::Write || op.kind == TxKind::Atomic)
+		ci = kCntrWrite;
+	port_.tx_count(ci, !op.err);
+	if (!op.err) {
+		if (op.completion) {
+			fi_cq_tagged_entry e{};
+			e.op_context = op.context;
+			e.flags = op.cq_flags;
+			port_.tx_complete(e);
+		}
+		return;
+	}
+	char text[kMaxErrData];
+	snprintf(text, sizeof text, "%s (EFA status %u, peer %s)",
+		 op.prov_errno ? efa_status_msg(op.prov_errno) : fi_strerror(op.err), op.prov_errno,
+		 addr_to_string(op.peer->raw).c_str());
+	/* An operation that asked for a completion gets its error entry, whatever its
+	 * context (NULL is a valid one: without the entry the caller waits forever). One
+	 * that asked for none (inject, selective completion) and has no context to name
+	 * is only logged. */
+	if (op.context || op.completion)
+		port_.tx_error(op.context, op.cq_flags, op.err, op.prov_errno, text, op.len, op.data,
+			     op.tag);
+	else
+		EFA_WARN(EpData, "an operation without a context failed: %s", text);
+}
+
+/* ------------------------------------------------------------------ set-up, peers, progress */
+
+void Sender::configure(const TxConfig &c)
+{
+	cfg_ = c;
+	ops_.set_cap(c.size);
+}
+
+void Sender::peer_failed(Peer &p, int err, uint32_t status)
+{
+	/* Operations waiting for an answer of the peer; one with work on the device ends
+	 * when that comes back (the device fails it too). */
+	std::vector<TxOp *> ops;
+	ids_.for_each([&](TxOp *op) {
+		if (op->peer == &p)
+			ops.push_back(op);
+	});
+	while (TxLink *l = p.receipts.pop_front())
+		ops.push_back(l->op);
+	for (TxOp *op = pending_.front(); op; op = IList<TxOp>::next(op))
+		if (op->peer == &p)
+			ops.push_back(op);
+	std::sort(ops.begin(), ops.end());
+	ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
+	for (TxOp *op : ops) {
+		op->window = 0;
+		fail(op, err, status);
+	}
+}
+
+void Sender::mark_waiting()
+{
+	ids_.for_each([](TxOp *op) {
+		if (!op->err && !op->responder)
+			op->peer->waiting = true;
+	});
+}
+
+void Sender::progress()
+{
+	for (TxOp *op = pending_.front(); op;) {
+		TxOp *next = IList<TxOp>::next(op);
+		pump(*op);
+		op = next;
+	}
+}
+
+} // namespace efa::rdm

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The sending side of the RDM endpoint: the life of every operation this endpoint
+ * starts (docs/protocol.md sections 8, 9 and 10): sends (EAGER, MEDIUM, LONGCTS,
+ * LONGREAD), RMA (device RDMA or emulated WRITE_REQ / READ_REQ), atomics, and the
+ * target's answer to an emulated read (READRSP). It chooses the protocol, builds the
+ * REQs and DATA, fills long-CTS windows, takes the answers (CTS, RECEIPT, EOR, READRSP,
+ * ATOMRSP, ERROR) and the device's verdicts, and completes or fails each operation once.
+ *
+ * It owns its operations (TxOp), their ids and the list of long sends with a window to
+ * fill, and reaches everything else through TxPort: the peer of a new operation (the
+ * endpoint's lookup, liveness and protocol checks), transmit buffers and posting,
+ * registrations and device RDMA, the WRITE_DATA a device write with CQ data owes, and
+ * completions. The endpoint implements TxPort (EpTxPort, ep.cpp); test_rdm_sender
+ * implements it with lists, so the protocol rules are tested without a device.
+ *
+ * Its methods live in sender.cpp (the lifecycle), longread.cpp (the read-based REQ),
+ * rma.cpp (RMA and atomic initiators and the read responder) and pkt_ctl.cpp (the
+ * answers it takes).
+ */
+#ifndef EFA_RDM_SENDER_H
+#define EFA_RDM_SENDER_H
+
+#include "ep_base.h"
+#include "rdm/ops.h"
+#include "rdm/pool.h"
+
+#include <string>
+
+namespace efa::rdm {
+
+class TxPort {
+public:
+	virtual ~TxPort() = default;
+	/* The peer a new operation goes to, or null with the call's answer in err (not in
+	 * the AV, failed, not known to speak our protocol, backing off, too far ahead). */
+	virtual Peer *tx_peer(fi_addr_t dest, bool new_id, ssize_t &err) = 0;
+	/* Transmit buffers free now. */
+	virtual size_t tx_avail() = 0;
+	/* A transmit buffer to p (null: none free). */
+	virtual Pkt *tx_buf(Peer &p) = 0;
+	/* Sends a built packet, or queues it behind p's backoff. A packet the endpoint
+	 * refuses (its peer is gone, the device failed the post) fails its operation
+	 * through Sender::pkt_failed before this returns. */
+	virtual void tx_post(Pkt *pkt) = 0;
+	/* A buffer taken and not used after all. */
+	virtual void tx_put(Pkt *pkt) = 0;
+	/* Our HANDSHAKE to p (the first packet to a peer goes after it). */
+	virtual void tx_handshake(Peer &p) = 0;
+	/* Read-based messages: the remote key of buf (the application's registration when
+	 * `desc` grants remote read and covers it, else a registration kept in `reg`). */
+	virtual int tx_read_key(void *buf, size_t len, void *desc, verbs::Mr &reg, uint64_t &key) = 0;
+	/* Device RMA: whether the local buffers of op can go by device RDMA (descriptors that
+	 * cover them, few enough of them), and posting bytes [off, off + len) of op's iovs
+	 * as one RDMA write or read at (raddr, rkey), whose completion comes back as pkt's. */
+	virtual bool tx_device_ok(const TxOp &op) = 0;
+	virtual int tx_rdma(Pkt *pkt, const TxOp &op, bool write, uint64_t off, uint64_t len, uint64_t raddr,
+			    uint32_t rkey) = 0;
+	/* The WRITE_DATA a device write with CQ data owes its target (protocol.md section 9). */
+	virtual void tx_write_data(Peer &p, uint64_t data, uint64_t len) = 0;
+	/* Completions on the transmit CQ, and the counters. */
+	virtual void tx_complete(const fi_cq_tagged_entry &e) = 0;
+	virtual void tx_error(void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &text,
+			      uint64_t len, uint64_t data, uint64_t tag) = 0;
+	virtual void tx_count(CntrIdx cntr, bool ok) = 0;
+};
+
+/* Fixed at fi_enable (use_device_rdma may change later: FI_OPT_EFA_USE_DEVICE_RDMA). */
+struct TxConfig {
+	size_t mtu = 0;
+	size_t inject_size = 0;
+	size_t max_medium = 0;	/* FI_EFA_INTER_MAX_MEDIUM_MESSAGE_SIZE */
+	size_t min_read = 0;	/* FI_EFA_INTER_MIN_READ_MESSAGE_SIZE */
+	size_t credits = 0;	/* announced in a long-CTS REQ */
+	size_t size = 0;	/* tx_attr->size: operations at once */
+	size_t max_atomic = 0;	/* bytes of one atomic */
+	uint64_t max_rdma = 0;	/* bytes of one RDMA work request */
+	uint64_t features = 0;	/* ours, as the handshake announces them */
+	uint32_t qkey = 0;	/* our connection id, in every header */
+	RawAddr self{};		/* our address, in REQs to peers whose handshake is unknown */
+	bool rm_enabled = true; /* FI_RM_ENABLED: MEDIUM allowed */
+	bool selective = false; /* FI_SELECTIVE_COMPLETION on the transmit side */
+	bool use_device_rdma = true;
+};
+
+class Sender {
+public:
+	Sender(TxPort &port, Drops &drops) : port_(port), drops_(drops) {}
+	Sender(const Sender &) = delete;
+	Sender &operator=(const Sender &) = delete;
+
+	void configure(const TxConfig &c);
+	const TxConfig &config() const { return cfg_; }
+	void set_use_device_rdma(bool v) { cfg_.use_device_rdma = v; }
+
+	/* The application's calls, once the endpoint checked its state and the flags.
+	 * 0 or -FI_E*; nothing is sent unless it returns 0. */
+	ssize_t send(const SendArgs &a);
+	ssize_t rma(const RmaArgs &a);
+	ssize_t atomic(const AtomicArgs &a);
+	/* The target of an emulated read answers it (READRSP packets from src); false when
+	 * no operation entry is free. */
+	bool respond_read(Peer &p, uint32_t recv_id, uint64_t len, const iovec *src, size_t count);
+
+	/* Answers from peers (pkt_ctl.cpp, rma.cpp). */
+	void handle_cts(Peer &p, const Parsed &pk);
+	void handle_eor(Peer &p, const Parsed &pk);
+	void handle_receipt(Peer &p, const Parsed &pk);
+	void handle_read_rsp(Peer &p, const Parsed &pk);
+	void handle_atom_rsp(Peer &p, const Parsed &pk);
+	void handle_error(Peer &p, const Parsed &pk);
+
+	/* The device's verdict on a packet of op: sent (acknowledged), or failed (positive
+	 * FI_E* and the status; the operation reports the first error once nothing of it is
+	 * in flight). */
+	void pkt_sent(TxOp *op)
+	{
+		op->inflight--;
+		finish(op);
+	}
+	void pkt_failed(TxOp *op, int err, uint32_t status)
+	{
+		op->inflight--;
+		fail(op, err, status);
+	}
+
+	/* Operations waiting on p end with err and status (liveness). */
+	void peer_failed(Peer &p, int err, uint32_t status);
+	/* Marks the peers that operations wait for an answer from (Peer::waiting). */
+	void mark_waiting();
+	/* Long-CTS windows to fill now that buffers may be free. */
+	void progress();
+	size_t in_use() const { return ops_.in_use(); }
+	bool busy() const { return ops_.in_use() != 0; }
+
+private:
+	bool completion(uint64_t flags) const { return !cfg_.selective || (flags & FI_COMPLETION); }
+	/* A transmit buffer for op's packet to p (op->inflight counts it). */
+	Pkt *tx_pkt(Peer &p, TxOp *op)
+	{
+		Pkt *k = port_.tx_buf(p);
+		if (k) {
+			k->op = op;
+			op->inflight++;
+		}
+		return k;
+	}
+	/* REQ flags to p: RAW_ADDR until its handshake has arrived, with our address. */
+	uint16_t req_flags(const Peer &p) const { return p.hs_got ? 0 : kFlagRawAddr; }
+	void raw_addr(PktWriter &w, const Peer &p) const
+	{
+		if (!p.hs_got)
+			w.raw_addr(cfg_.self);
+	}
+	void pump(TxOp &op);
+	void finish(TxOp *op);
+	void fail(TxOp *op, int err, uint32_t status);
+	void complete(TxOp &op);
+	/* Read-based messages (longread.cpp). */
+	bool longread_ok(const Peer &p, uint64_t len, size_t iov_count) const;
+	int longread_send(TxOp &op, uint16_t flags);
+	/* Device RMA (rma.cpp). */
+	bool device_rma_ok(const TxOp &op, bool write);
+	void post_device_rma(TxOp &op, bool write);
+
+	TxPort &port_;
+	Drops &drops_;
+	TxConfig cfg_;
+	ObjPool<TxOp> ops_;
+	IdTable<TxOp> ids_;	/* send_id / recv_id the peers answer to */
+	IList<TxOp> pending_;	/* long-CTS sends with a window to fill */
+};
+
+} // namespace efa::rdm
+
+#endif

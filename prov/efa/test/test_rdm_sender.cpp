@@ -1,0 +1,590 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The Sender (rdm/sender.h) without a device: a fake TxPort keeps the packets a call
+ * produces (parsed again with the wire parser), the RDMA work requests and the
+ * completions; the test plays the peer (CTS, RECEIPT, EOR, READRSP, ATOMRSP, ERROR built
+ * with PktWriter) and the device (acknowledging or failing each packet). Checked: the
+ * protocol of each size and its headers, the first-burst rule, delivery complete,
+ * long-CTS windows, read-based sends, emulated and device RMA with CQ data, atomics,
+ * target refusals, device failures and peer failure.
+ */
+#include "efa_errno.h"
+#include "rdm/sender.h"
+
+#include <criterion/criterion.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+using namespace efa;
+using namespace efa::rdm;
+
+namespace {
+
+constexpr uint32_t kQkey = 0x7a7a;
+constexpr size_t kMtu = 1024;
+constexpr fi_addr_t kPeerAddr = 7;
+
+void pattern(uint8_t *p, size_t n, uint8_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = uint8_t(seed + i * 13);
+}
+
+/* A packet the Sender posted: its bytes (8-aligned copy), parsed. */
+struct Out {
+	std::vector<uint64_t> words;
+	uint32_t len = 0;
+	Parsed pk{};
+	Pkt *pkt = nullptr; /* still "on the device" until the test acknowledges it */
+
+	const uint8_t *bytes() const { return reinterpret_cast<const uint8_t *>(words.data()); }
+};
+
+struct Rdma {
+	Pkt *pkt;
+	bool write;
+	uint64_t off, len, raddr;
+	uint32_t rkey;
+};
+
+struct Done {
+	bool error = false;
+	void *ctx = nullptr;
+	uint64_t flags = 0;
+	int err = 0;
+	uint32_t prov_errno = 0;
+};
+
+Pkt *new_pkt()
+{
+	Pkt *p = new Pkt();
+	p->buf = static_cast<uint8_t *>(aligned_alloc(8, kMtu));
+	p->cap = kMtu;
+	return p;
+}
+
+void free_pkt(Pkt *p)
+{
+	free(p->buf);
+	delete p;
+}
+
+class FakePort : public TxPort {
+public:
+	explicit FakePort(Peer &peer) : peer_(peer) {}
+	Peer *tx_peer(fi_addr_t dest, bool, ssize_t &err) override
+	{
+		if (dest != kPeerAddr) {
+			err = -FI_EINVAL;
+			return nullptr;
+		}
+		return &peer_;
+	}
+	size_t tx_avail() override { return size_t(free); }
+	Pkt *tx_buf(Peer &p) override
+	{
+		if (!free)
+			return nullptr;
+		free--;
+		Pkt *k = new_pkt();
+		k->peer = &p;
+		return k;
+	}
+	void tx_post(Pkt *pkt) override
+	{
+		Out o;
+		o.words.resize((pkt->len + 7) / 8);
+		std::memcpy(o.words.data(), pkt->buf, pkt->len);
+		o.len = pkt->len;
+		cr_assert_eq(parse(o.words.data(), o.len, o.pk), ParseError::None, "the Sender built a packet the parser refuses");
+		o.pkt = pkt;
+		out.push_back(std::move(o));
+	}
+	void tx_put(Pkt *pkt) override
+	{
+		free++;
+		free_pkt(pkt);
+	}
+	void tx_handshake(Peer &p) override
+	{
+		handshakes++;
+		p.hs_sent = true;
+	}
+	int tx_read_key(void *, size_t, void *, verbs::Mr &, uint64_t &key) override
+	{
+		key = 0x500 + keys++;
+		return 0;
+	}
+	bool tx_device_ok(const TxOp &) override { return device_ok; }
+	int tx_rdma(Pkt *pkt, const TxOp &, bool write, uint64_t off, uint64_t len, uint64_t raddr, uint32_t rkey) override
+	{
+		rdma.push_back(Rdma{pkt, write, off, len, raddr, rkey});
+		return 0;
+	}
+	void tx_write_data(Peer &, uint64_t data, uint64_t len) override { write_data.emplace_back(data, len); }
+	void tx_complete(const fi_cq_tagged_entry &e) override { done.push_back(Done{false, e.op_context, e.flags, 0, 0}); }
+	void tx_error(void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &, uint64_t,
+		      uint64_t, uint64_t) override
+	{
+		done.push_back(Done{true, context, flags, err, prov_errno});
+	}
+	void tx_count(CntrIdx c, bool ok) override { counts[c][ok ? 0 : 1]++; }
+
+	int free = 64;
+	int handshakes = 0;
+	int keys = 0;
+	bool device_ok = false;
+	std::vector<Out> out;
+	std::vector<Rdma> rdma;
+	std::vector<std::pair<uint64_t, uint64_t>> write_data;
+	std::vector<Done> done;
+	int counts[kCntrCount][2] = {};
+
+private:
+	Peer &peer_;
+};
+
+struct Fixture {
+	explicit Fixture(bool hs_got = true, uint64_t peer_features = kFeatRdmaRead | kFeatRdmaWrite)
+	{
+		peer.addr = kPeerAddr;
+		peer.hs_sent = true;
+		peer.hs_got = hs_got;
+		peer.features = peer_features;
+		TxConfig c;
+		c.mtu = kMtu;
+		c.inject_size = 64;
+		c.max_medium = 4096;
+		c.min_read = 16384;
+		c.credits = 4;
+		c.size = 64;
+		c.max_atomic = 512;
+		c.max_rdma = 3000;
+		c.features = kFeatRdmaRead | kFeatRdmaWrite | kFeatDeliveryComplete;
+		c.qkey = kQkey;
+		c.self.qpn = 99;
+		c.self.qkey = kQkey;
+		tx.configure(c);
+	}
+	~Fixture()
+	{
+		for (Out &o : port.out)
+			if (o.pkt)
+				port.tx_put(o.pkt);
+		for (Rdma &r : port.rdma)
+			if (r.pkt)
+				port.tx_put(r.pkt);
+	}
+	/* The device acknowledges every packet posted so far. */
+	void ack()
+	{
+		for (Out &o : port.out)
+			if (o.pkt) {
+				Pkt *k = std::exchange(o.pkt, nullptr);
+				TxOp *op = k->op;
+				port.tx_put(k);
+				if (op)
+					tx.pkt_sent(op);
+			}
+		for (Rdma &r : port.rdma)
+			if (r.pkt) {
+				Pkt *k = std::exchange(r.pkt, nullptr);
+				TxOp *op = k->op;
+				port.tx_put(k);
+				tx.pkt_sent(op);
+			}
+	}
+	/* A packet from the peer: built by `build`, parsed, handed to `handle`. */
+	template <typename Build> Parsed answer(Build build, std::vector<uint64_t> &mem)
+	{
+		mem.assign(kMtu / 8, 0);
+		PktWriter w(mem.data(), kMtu);
+		build(w);
+		Parsed pk;
+		cr_assert_eq(parse(mem.data(), w.size(), pk), ParseError::None, "the test built a bad answer");
+		return pk;
+	}
+
+	Peer peer{64};
+	FakePort port{peer};
+	Drops drops;
+	Sender tx{port, drops};
+};
+
+ssize_t send(Sender &tx, const void *buf, size_t len, void *ctx, uint64_t flags = 0, uint64_t tag = 0,
+	     fi_addr_t dest = kPeerAddr)
+{
+	iovec iov{const_cast<void *>(buf), len};
+	void *desc = nullptr;
+	return tx.send(SendArgs{&iov, &desc, 1, dest, tag, 0xd00d, flags, ctx, true});
+}
+
+} // namespace
+
+Test(sender, eager_is_one_packet_and_completes_when_acknowledged)
+{
+	Fixture f(false); /* the peer's handshake is not known: our address goes along */
+	uint8_t buf[100];
+	pattern(buf, sizeof buf, 1);
+	int ctx;
+	cr_assert_eq(send(f.tx, buf, sizeof buf, &ctx, FI_REMOTE_CQ_DATA, 0xabc), 0);
+	cr_assert_eq(f.port.out.size(), 1u);
+	const Parsed &pk = f.port.out[0].pk;
+	cr_assert_eq(pk.type, PktType::EagerTag);
+	cr_assert_eq(pk.base->conn, kQkey);
+	cr_assert_eq(pk.as<RtmHdr>().msg_id, 0u);
+	cr_assert_eq(pk.as<RtmHdr>().tag, 0xabcu);
+	cr_assert_not_null(pk.raw_addr, "a REQ before the peer's handshake carries our address");
+	cr_assert_eq(pk.raw_addr->qpn, 99u);
+	cr_assert(pk.has_cq_data);
+	cr_assert_eq(pk.cq_data, 0xd00du);
+	cr_assert_eq(pk.payload_len, sizeof buf);
+	cr_assert(std::memcmp(pk.payload, buf, sizeof buf) == 0);
+	cr_assert(f.port.done.empty(), "complete before the device acknowledged it");
+	f.ack();
+	cr_assert_eq(f.port.done.size(), 1u);
+	cr_assert_eq(f.port.done[0].ctx, &ctx);
+	cr_assert_eq(f.port.done[0].flags, uint64_t(FI_SEND | FI_TAGGED));
+	cr_assert_eq(f.port.counts[kCntrSend][0], 1);
+	cr_assert_eq(f.peer.next_tx_id, 1u);
+	cr_assert(!f.tx.busy());
+}
+
+Test(sender, medium_segments_cover_the_message)
+{
+	Fixture f;
+	std::vector<uint8_t> buf(2500);
+	pattern(buf.data(), buf.size(), 2);
+	int ctx;
+	cr_assert_eq(send(f.tx, buf.data(), buf.size(), &ctx), 0);
+	const size_t seg = kMtu - sizeof(MediumHdr);
+	cr_assert_eq(f.port.out.size(), (buf.size() + seg - 1) / seg);
+	std::vector<uint8_t> got(buf.size());
+	for (const Out &o : f.port.out) {
+		cr_assert_eq(o.pk.type, PktType::MediumTag);
+		cr_assert_null(o.pk.raw_addr, "no address once the peer's handshake is known");
+		const MediumHdr &h = o.pk.as<MediumHdr>();
+		cr_assert_eq(h.msg_len, buf.size());
+		std::memcpy(got.data() + h.seg_off, o.pk.payload, o.pk.payload_len);
+	}
+	cr_assert(got == buf);
+	f.ack();
+	cr_assert_eq(f.port.done.size(), 1u);
+}
+
+Test(sender, first_burst_or_nothing)
+{
+	Fixture f;
+	std::vector<uint8_t> buf(2500);
+	int ctx;
+	f.port.free = 2; /* the medium message needs 3 */
+	cr_assert_eq(send(f.tx, buf.data(), buf.size(), &ctx), -FI_EAGAIN);
+	cr_assert(f.port.out.empty());
+	cr_assert_eq(f.peer.next_tx_id, 0u, "a message id was spent on a message that did not go");
+	cr_assert(!f.tx.busy());
+	cr_assert_eq(send(f.tx, buf.data(), 100, &ctx, FI_INJECT), -FI_EMSGSIZE, "inject above inject_size");
+	cr_assert_eq(send(f.tx, buf.data(), 10, &ctx, 0, 0, 8), -FI_EINVAL, "the port's answer for an unknown peer");
+}
+
+Test(sender, delivery_complete_waits_for_the_receipt)
+{
+	Fixture f;
+	uint8_t buf[10] = {};
+	int a, b;
+	cr_assert_eq(send(f.tx, buf, sizeof buf, &a, FI_DELIVERY_COMPLETE), 0);
+	cr_assert_eq(send(f.tx, buf, sizeof buf, &b, FI_DELIVERY_COMPLETE), 0);
+	cr_assert(f.port.out[0].pk.base->flags & kFlagDeliveryComplete);
+	f.ack();
+	cr_assert(f.port.done.empty(), "delivery complete before the RECEIPT");
+	std::vector<uint64_t> mem;
+	Parsed r = f.answer(
+		[](PktWriter &w) {
+			ReceiptHdr *h = w.header<ReceiptHdr>(PktType::Receipt, 1);
+			h->msg_id = 1; /* the second message first */
+		},
+		mem);
+	f.tx.handle_receipt(f.peer, r);
+	cr_assert_eq(f.port.done.size(), 1u);
+	cr_assert_eq(f.port.done[0].ctx, &b);
+	f.tx.handle_receipt(f.peer, r);
+	cr_assert_eq(f.drops.unknown, 1u, "a second RECEIPT for it");
+}
+
+Test(sender, long_cts_sends_what_each_window_allows)
+{
+	Fixture f;
+	const size_t len = 6000; /* above max_medium */
+	std::vector<uint8_t> buf(len);
+	pattern(buf.data(), len, 3);
+	int ctx;
+	cr_assert_eq(send(f.tx, buf.data(), len, &ctx), 0);
+	cr_assert_eq(f.port.out.size(), 1u);
+	const Parsed &req = f.port.out[0].pk;
+	cr_assert_eq(req.type, PktType::LongCtsTag);
+	const LongCtsHdr h = req.as<LongCtsHdr>();
+	cr_assert_eq(h.msg_len, len);
+	cr_assert_eq(h.credits, 4u);
+	std::vector<uint8_t> got(len);
+	size_t have = req.payload_len;
+	std::memcpy(got.data(), req.payload, have);
+	f.ack();
+	cr_assert(f.port.done.empty());
+
+	auto cts = [&](uint64_t window) {
+		std::vector<uint64_t> mem;
+		Parsed c = f.answer(
+			[&](PktWriter &w) {
+				CtsHdr *x = w.header<CtsHdr>(PktType::Cts, 1);
+				x->send_id = h.send_id;
+				x->recv_id = 55;
+				x->window = window;
+			},
+			mem);
+		f.tx.handle_cts(f.peer, c);
+	};
+	cts(2000);
+	size_t from = 1;
+	for (; from < f.port.out.size(); from++) {
+		const Parsed &d = f.port.out[from].pk;
+		cr_assert_eq(d.type, PktType::Data);
+		cr_assert_eq(d.as<DataHdr>().recv_id, 55u);
+		std::memcpy(got.data() + d.as<DataHdr>().seg_off, d.payload, d.payload_len);
+		have += d.payload_len;
+	}
+	cr_assert_eq(have, req.payload_len + 2000, "exactly the window");
+	f.ack();
+	cts(len); /* the rest */
+	for (; from < f.port.out.size(); from++) {
+		const Parsed &d = f.port.out[from].pk;
+		std::memcpy(got.data() + d.as<DataHdr>().seg_off, d.payload, d.payload_len);
+		have += d.payload_len;
+	}
+	cr_assert_eq(have, len);
+	cr_assert(got == buf);
+	cr_assert(f.port.done.empty(), "complete with DATA on the device");
+	f.ack();
+	cr_assert_eq(f.port.done.size(), 1u);
+	cr_assert(!f.port.done[0].error);
+}
+
+Test(sender, long_cts_window_waits_for_buffers)
+{
+	Fixture f;
+	std::vector<uint8_t> buf(6000);
+	int ctx;
+	cr_assert_eq(send(f.tx, buf.data(), buf.size(), &ctx), 0);
+	const uint32_t send_id = f.port.out[0].pk.as<LongCtsHdr>().send_id;
+	f.ack();
+	f.port.free = 1;
+	std::vector<uint64_t> mem;
+	Parsed c = f.answer(
+		[&](PktWriter &w) {
+			CtsHdr *x = w.header<CtsHdr>(PktType::Cts, 1);
+			x->send_id = send_id;
+			x->window = 6000;
+		},
+		mem);
+	f.tx.handle_cts(f.peer, c);
+	cr_assert_eq(f.port.out.size(), 2u, "one buffer, one DATA");
+	f.ack(); /* frees that buffer: progress sends the next */
+	f.port.free = 64;
+	f.tx.progress();
+	f.ack();
+	cr_assert_eq(f.port.done.size(), 1u);
+}
+
+Test(sender, read_based_send_names_its_buffer_and_completes_on_eor)
+{
+	Fixture f;
+	std::vector<uint8_t> buf(20000);
+	int ctx;
+	cr_assert_eq(send(f.tx, buf.data(), buf.size(), &ctx), 0);
+	cr_assert_eq(f.port.out.size(), 1u);
+	const Parsed &req = f.port.out[0].pk;
+	cr_assert_eq(req.type, PktType::LongReadTag);
+	cr_assert_eq(req.iov_count, 1u);
+	cr_assert_eq(req.iov[0].addr, uint64_t(reinterpret_cast<uintptr_t>(buf.data())));
+	cr_assert_eq(req.iov[0].len, buf.size());
+	cr_assert_eq(req.iov[0].key, 0x500u);
+	const uint32_t send_id = req.as<LongReadHdr>().send_id;
+	f.ack();
+	cr_assert(f.port.done.empty());
+	std::vector<uint64_t> mem;
+	Parsed e = f.answer([&](PktWriter &w) { w.header<EorHdr>(PktType::Eor, 1)->send_id = send_id; }, mem);
+	f.tx.handle_eor(f.peer, e);
+	cr_assert_eq(f.port.done.size(), 1u);
+	/* Without RDMA read at the peer: long-CTS instead. */
+	Fixture g(true, 0);
+	cr_assert_eq(send(g.tx, buf.data(), buf.size(), &ctx), 0);
+	cr_assert_eq(g.port.out[0].pk.type, PktType::LongCtsTag);
+}
+
+Test(sender, emulated_write_and_read)
+{
+	Fixture f;
+	uint8_t src[300];
+	pattern(src, sizeof src, 4);
+	iovec iov{src, sizeof src};
+	void *desc = nullptr;
+	const fi_rma_iov rma{0x9000, sizeof src, 0x33};
+	int w, r;
+	cr_assert_eq(f.tx.rma(RmaArgs{&iov, &desc, 1, kPeerAddr, &rma, 1, 0, 0, &w, true}), 0);
+	const Parsed &req = f.port.out[0].pk;
+	cr_assert_eq(req.type, PktType::WriteReq);
+	cr_assert_eq(req.iov[0].addr, 0x9000u);
+	cr_assert_eq(req.iov[0].key, 0x33u);
+	cr_assert(std::memcmp(req.payload, src, sizeof src) == 0);
+	const uint32_t send_id = req.as<WriteReqHdr>().send_id;
+	f.ack();
+	cr_assert(f.port.done.empty(), "an emulated write waits for the target's RECEIPT");
+	std::vector<uint64_t> mem;
+	f.tx.handle_receipt(f.peer, f.answer([&](PktWriter &x) { x.header<ReceiptHdr>(PktType::Receipt, 1)->send_id = send_id; }, mem));
+	cr_assert_eq(f.port.done.size(), 1u);
+	cr_assert_eq(f.port.done[0].flags, uint64_t(FI_RMA | FI_WRITE));
+
+	uint8_t dst[300] = {};
+	iovec diov{dst, sizeof dst};
+	cr_assert_eq(f.tx.rma(RmaArgs{&diov, &desc, 1, kPeerAddr, &rma, 1, 0, 0, &r, false}), 0);
+	const Parsed &rq = f.port.out[1].pk;
+	cr_assert_eq(rq.type, PktType::ReadReq);
+	const uint32_t recv_id = rq.as<ReadReqHdr>().recv_id;
+	f.ack();
+	for (uint64_t off = 0; off < sizeof src; off += 200) {
+		const uint32_t n = uint32_t(std::min<uint64_t>(200, sizeof src - off));
+		std::vector<uint64_t> m;
+		f.tx.handle_read_rsp(f.peer, f.answer(
+						     [&](PktWriter &x) {
+							     ReadRspHdr *h = x.header<ReadRspHdr>(PktType::ReadRsp, 1);
+							     h->recv_id = recv_id;
+							     h->seg_len = n;
+							     h->seg_off = off;
+							     x.bytes(src + off, n);
+						     },
+						     m));
+	}
+	cr_assert_eq(f.port.done.size(), 2u);
+	cr_assert(std::memcmp(dst, src, sizeof src) == 0);
+	cr_assert_eq(f.port.counts[kCntrWrite][0], 1);
+	cr_assert_eq(f.port.counts[kCntrRead][0], 1);
+}
+
+Test(sender, device_write_in_segments_then_write_data)
+{
+	Fixture f;
+	f.port.device_ok = true;
+	std::vector<uint8_t> src(7000);
+	iovec iov{src.data(), src.size()};
+	void *desc = nullptr;
+	const fi_rma_iov rma{0x100000, src.size(), 0x44};
+	int ctx;
+	cr_assert_eq(f.tx.rma(RmaArgs{&iov, &desc, 1, kPeerAddr, &rma, 1, 0xcafe, FI_REMOTE_CQ_DATA, &ctx, true}), 0);
+	cr_assert(f.port.out.empty(), "no packet: device RDMA");
+	cr_assert_eq(f.port.rdma.size(), 3u, "7000 bytes in work requests of at most max_rdma 3000");
+	cr_assert(f.port.rdma[0].write);
+	cr_assert_eq(f.port.rdma[2].off, 6000u);
+	cr_assert_eq(f.port.rdma[2].len, 1000u);
+	cr_assert_eq(f.port.rdma[2].raddr, 0x100000u + 6000);
+	cr_assert_eq(f.port.rdma[2].rkey, 0x44u);
+	f.ack();
+	cr_assert_eq(f.port.write_data.size(), 1u, "CQ data follows the write once it is in place");
+	cr_assert_eq(f.port.write_data[0].first, 0xcafeu);
+	cr_assert_eq(f.port.write_data[0].second, 7000u);
+	cr_assert_eq(f.port.done.size(), 1u);
+}
+
+Test(sender, atomic_fetch_gets_its_result)
+{
+	Fixture f;
+	uint64_t operand[2] = {5, 6}, result[2] = {};
+	fi_ioc src{operand, 2}, res{result, 2};
+	const fi_rma_ioc rma{0x7000, 2, 0x55};
+	int ctx;
+	AtomicArgs a{AtomicKind::Fetch, &src, 1, nullptr, 0, &res, 1, 2, kPeerAddr, &rma, 1, FI_UINT64, FI_SUM, 0, &ctx};
+	cr_assert_eq(f.tx.atomic(a), 0);
+	const Parsed &req = f.port.out[0].pk;
+	cr_assert_eq(req.type, PktType::AtomicReq);
+	const AtomicReqHdr h = req.as<AtomicReqHdr>();
+	cr_assert_eq(h.op, uint8_t(FI_SUM));
+	cr_assert_eq(h.count, 2u);
+	cr_assert_eq(req.payload_len, sizeof operand);
+	f.ack();
+	cr_assert(f.port.done.empty());
+	const uint64_t old[2] = {100, 200};
+	std::vector<uint64_t> mem;
+	f.tx.handle_atom_rsp(f.peer, f.answer(
+					     [&](PktWriter &w) {
+						     RspHdr *r = w.header<RspHdr>(PktType::AtomRsp, 1);
+						     r->recv_id = h.recv_id;
+						     r->seg_len = sizeof old;
+						     w.bytes(old, sizeof old);
+					     },
+					     mem));
+	cr_assert_eq(f.port.done.size(), 1u);
+	cr_assert_eq(result[0], 100u);
+	cr_assert_eq(result[1], 200u);
+	cr_assert_eq(f.port.done[0].flags, uint64_t(FI_ATOMIC | FI_READ));
+}
+
+Test(sender, target_refusal_and_device_failure_are_error_completions)
+{
+	Fixture f;
+	uint8_t src[8] = {};
+	iovec iov{src, sizeof src};
+	void *desc = nullptr;
+	const fi_rma_iov rma{0x9000, sizeof src, 0x33};
+	int w;
+	cr_assert_eq(f.tx.rma(RmaArgs{&iov, &desc, 1, kPeerAddr, &rma, 1, 0, 0, &w, true}), 0);
+	const uint32_t send_id = f.port.out[0].pk.as<WriteReqHdr>().send_id;
+	f.ack();
+	std::vector<uint64_t> mem;
+	f.tx.handle_error(f.peer, f.answer(
+					  [&](PktWriter &x) {
+						  ErrorHdr *e = x.header<ErrorHdr>(PktType::Error, 1);
+						  e->op_id = send_id;
+						  e->err = FI_EACCES;
+					  },
+					  mem));
+	cr_assert_eq(f.port.done.size(), 1u);
+	cr_assert(f.port.done[0].error);
+	cr_assert_eq(f.port.done[0].err, FI_EACCES);
+	cr_assert_eq(f.port.done[0].prov_errno, uint32_t(EfaStatus::TARGET_REFUSED));
+
+	/* The device fails a send's packet: the error once, with the device's status. */
+	int s;
+	cr_assert_eq(send(f.tx, src, sizeof src, &s), 0);
+	Pkt *k = std::exchange(f.port.out[1].pkt, nullptr);
+	TxOp *op = k->op;
+	f.port.tx_put(k);
+	const uint32_t status = uint32_t(EfaStatus::REMOTE_ERROR_BAD_LENGTH);
+	f.tx.pkt_failed(op, efa_status_to_fi(status), status);
+	cr_assert_eq(f.port.done.size(), 2u);
+	cr_assert_eq(f.port.done[1].ctx, &s);
+	cr_assert_eq(f.port.done[1].err, FI_ETRUNC);
+	cr_assert_eq(f.port.done[1].prov_errno, status);
+	cr_assert_eq(f.port.counts[kCntrSend][1], 1);
+}
+
+Test(sender, peer_failure_ends_what_waits_for_an_answer)
+{
+	Fixture f;
+	std::vector<uint8_t> big(6000);
+	uint8_t small[10] = {};
+	int a, b;
+	cr_assert_eq(send(f.tx, big.data(), big.size(), &a), 0);		      /* waits for a CTS */
+	cr_assert_eq(send(f.tx, small, sizeof small, &b, FI_DELIVERY_COMPLETE), 0); /* for a RECEIPT */
+	f.ack();
+	cr_assert(f.port.done.empty());
+	f.tx.mark_waiting();
+	cr_assert(f.peer.waiting, "operations wait for this peer's answer");
+	const uint32_t status = uint32_t(EfaStatus::LOCAL_ERROR_UNRESP_REMOTE);
+	f.tx.peer_failed(f.peer, FI_EHOSTUNREACH, status);
+	cr_assert_eq(f.port.done.size(), 2u);
+	for (const Done &d : f.port.done) {
+		cr_assert(d.error);
+		cr_assert_eq(d.err, FI_EHOSTUNREACH);
+		cr_assert_eq(d.prov_errno, status);
+	}
+	cr_assert(!f.tx.busy());
+}
