@@ -82,6 +82,8 @@ int64_t insert_one(Av *av, const RawAddr &addr)
 	e.valid.store(true, std::memory_order_release);
 	av->reverse[rkey_of(ah->ah.ahn(), addr.qpn)] = idx;
 	av->count.store(idx + 1, std::memory_order_release);
+	for (AvNotice *n : av->listeners)
+		n->inserted.store(true, std::memory_order_release);
 	return int64_t(idx);
 }
 
@@ -166,7 +168,8 @@ int av_remove(fid_av *f, fi_addr_t *fi_addr, size_t count, uint64_t flags)
 		e.ah = nullptr;
 		/* Endpoints of the efa fabric release their state of the peer at their next
 		 * progress or operation (rdm/liveness.cpp). */
-		av->removed.fetch_add(1, std::memory_order_release);
+		for (AvNotice *n : av->listeners)
+			n->removed.store(true, std::memory_order_release);
 	}
 	return ret;
 }
@@ -236,6 +239,18 @@ void Av::warn_unknown(fi_addr_t addr)
 			 (unsigned long)addr);
 	else
 		EFA_DBG(Av, "fi_addr %lu is not in the address vector", (unsigned long)addr);
+}
+
+void Av::listen(AvNotice *n)
+{
+	std::lock_guard<std::mutex> g(lock);
+	listeners.push_back(n);
+}
+
+void Av::unlisten(AvNotice *n)
+{
+	std::lock_guard<std::mutex> g(lock);
+	listeners.erase(std::remove(listeners.begin(), listeners.end(), n), listeners.end());
 }
 
 fi_addr_t Av::reverse_lookup(uint16_t ahn, uint32_t qpn)

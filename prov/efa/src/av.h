@@ -17,6 +17,7 @@
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 namespace efa {
 
@@ -24,6 +25,19 @@ struct AvEntry {
 	RawAddr addr;
 	Domain::AhRef *ah; /* null once removed */
 	std::atomic<bool> valid;
+};
+
+/*
+ * What the AV tells each endpoint that listens (the efa fabric's, from fi_enable to
+ * fi_close): entries were inserted, entries were removed. fi_av_insert and fi_av_remove
+ * set them under the AV's lock; the endpoint reads and clears them under its own when
+ * it next makes progress or starts an operation. Only these atomics pass between the
+ * two: the AV never calls into an endpoint, so there is no order between their locks
+ * (an endpoint calls into the AV, reverse_lookup, under its own).
+ */
+struct AvNotice {
+	std::atomic<bool> inserted{false};
+	std::atomic<bool> removed{false};
 };
 
 struct Av {
@@ -40,8 +54,12 @@ struct Av {
 	std::mutex lock;
 	std::array<std::atomic<AvEntry *>, kMaxChunks> chunks{};
 	std::atomic<size_t> count{0}; /* entries ever inserted */
-	std::atomic<size_t> removed{0}; /* entries ever removed (endpoints release their peers) */
 	std::unordered_map<uint64_t, fi_addr_t> reverse; /* (ahn << 32 | qpn) -> fi_addr */
+	std::vector<AvNotice *> listeners; /* under lock */
+
+	/* An endpoint starts / stops listening (see AvNotice). */
+	void listen(AvNotice *n);
+	void unlisten(AvNotice *n);
 
 	/* The valid entry `a`, or null. Lock-free. */
 	const AvEntry *lookup(fi_addr_t a) const

@@ -317,6 +317,7 @@ int Ep::enable()
 
 void Ep::start()
 {
+	peers.listen();
 	io.start();
 	enabling = false;
 	enabled = true;
@@ -339,6 +340,7 @@ int Ep::close()
 		qp = verbs::Qp(); /* its work is flushed without completions */
 		send_cq()->slots.fetch_add(int64_t(io.tx_count()));
 		recv_cq()->slots.fetch_add(int64_t(io.rx_count()));
+		peers.unlisten(); /* before the AV binding goes */
 		peers.clear();
 		io.reset();
 		enabled = false;

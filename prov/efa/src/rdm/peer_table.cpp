@@ -16,8 +16,22 @@ void PeerTable::init(Domain *dom, Av *av, uint32_t rx_window, PacketIo *io)
 	dom_ = dom;
 	av_ = av;
 	rx_window_ = rx_window;
-	av_seen_ = av->count.load(std::memory_order_relaxed);
-	av_removed_seen_ = av->removed.load(std::memory_order_acquire);
+}
+
+void PeerTable::listen()
+{
+	if (listening_ || !av_)
+		return;
+	av_->listen(&notice_);
+	listening_ = true;
+}
+
+void PeerTable::unlisten()
+{
+	if (!listening_)
+		return;
+	av_->unlisten(&notice_);
+	listening_ = false;
 }
 
 std::unique_ptr<Peer> PeerTable::make(Domain::AhRef *ah, const RawAddr &raw, fi_addr_t addr)

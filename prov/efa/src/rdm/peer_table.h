@@ -10,11 +10,9 @@
  *  - retired peers: removed from the AV while the device still held work requests to
  *    them (or messages from them were still being finished), freed when those end.
  *
- * The AV is polled, not subscribed to: AV calls come from any thread holding the AV's
- * lock, while the endpoint looks entries up (reverse_lookup takes that lock) under its
- * own lock, so a call from the AV into the endpoint would take the two locks in the
- * opposite order. The AV counts insertions and removals; inserted() and removed() read
- * one of those counters each, so the look costs one load when nothing changed.
+ * The AV tells the table what changed (AvNotice, av.h): fi_av_insert and fi_av_remove
+ * raise a flag of the table's, which the endpoint reads under its own lock, so a look
+ * costs one load when nothing changed and no lock is taken across the two objects.
  *
  * What happens to a peer's work when it goes (failing operations, dropping messages)
  * is the endpoint's business: the calls that release peers take a function for it.
@@ -48,6 +46,9 @@ public:
 	/* At fi_enable: the domain (address handles), the AV, the reorder window every
 	 * new peer gets, and where packet copies a freed peer still holds go back. */
 	void init(Domain *dom, Av *av, uint32_t rx_window, PacketIo *io);
+	/* Listening to the AV (AvNotice): from a successful fi_enable until fi_close. */
+	void listen();
+	void unlisten();
 
 	enum class Found : uint8_t { Known, Adopted, Created };
 	/* The peer of AV entry `addr`: known, an implicit peer of the same address adopted,
@@ -66,12 +67,9 @@ public:
 	 * `on_adopt(Peer &)` is called for each. Cheap when nothing was inserted. */
 	template <typename F> void adopt_inserted(F &&on_adopt)
 	{
-		if (implicit_.empty())
+		if (implicit_.empty() || !notice_.inserted.load(std::memory_order_acquire))
 			return;
-		const size_t n = av_->count.load(std::memory_order_relaxed);
-		if (n == av_seen_)
-			return;
-		av_seen_ = n;
+		notice_.inserted.store(false, std::memory_order_relaxed);
 		for (size_t i = 0; i < implicit_.size();)
 			if (Peer *p = adopt_if_inserted(i))
 				on_adopt(*p);
@@ -79,13 +77,13 @@ public:
 				i++;
 	}
 	/* Whether entries were removed from the AV since the last release_removed. */
-	bool removed() const { return av_->removed.load(std::memory_order_acquire) != av_removed_seen_; }
+	bool removed() const { return notice_.removed.load(std::memory_order_acquire); }
 	/* Releases the peers of removed entries: `on_release(Peer &, fi_addr_t)` ends
 	 * their work, then each is freed, or retired while `busy(Peer &)` says the device
 	 * or unfinished messages still name it (free_retired frees it later). */
 	template <typename R, typename B> void release_removed(R &&on_release, B &&busy)
 	{
-		av_removed_seen_ = av_->removed.load(std::memory_order_acquire);
+		notice_.removed.store(false, std::memory_order_relaxed);
 		for (fi_addr_t a = 0; a < by_addr_.size(); a++) {
 			if (!by_addr_[a] || av_->lookup(a))
 				continue;
@@ -129,8 +127,8 @@ private:
 	std::vector<std::unique_ptr<Peer>> implicit_;
 	std::vector<std::unique_ptr<Peer>> retired_;
 	std::unordered_map<uint64_t, Peer *> by_src_;
-	size_t av_seen_ = 0;	     /* av->count at the last adoption look */
-	size_t av_removed_seen_ = 0; /* av->removed at the last release */
+	AvNotice notice_;	/* what the AV told us since the last look */
+	bool listening_ = false;
 	PacketIo *io_ = nullptr;
 };
 

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The Receiver (receiver.h): receives, matching, messages and their completion. Its
- * read-based part is in longread.cpp, the control packets it sends in pkt_ctl.cpp.
+ * The Receiver (receiver.h): receives, matching, messages, the reads of read-based
+ * messages, and their completion. The packets that start a message are taken in
+ * pkt_rtm.cpp, DATA in pkt_data.cpp, emulated writes in pkt_rma.cpp; the control
+ * packets it sends are built in pkt_ctl.cpp.
  */
 #include "rdm/receiver.h"
 
@@ -20,6 +22,9 @@ uint64_t rx_flags(const MsgRx &m)
 {
 	return FI_RECV | (m.tagged ? FI_TAGGED : FI_MSG) | (m.has_data ? FI_REMOTE_CQ_DATA : 0);
 }
+
+/* Bytes the receiver reads: what fits its buffer (none when discarded). */
+uint64_t read_len(const MsgRx &m) { return m.discard ? 0 : std::min(m.msg_len, m.cap); }
 
 } // namespace
 
@@ -152,111 +157,6 @@ int Receiver::cancel(void *context)
 
 /* ------------------------------------------------------------------ messages */
 
-void Receiver::start_msg(Peer &p, const Pkt &pkt, const Parsed &pk)
-{
-	const RtmHdr &h = pk.as<RtmHdr>();
-	if (pk.base->flags & kFlagVoid) {
-		/* Abandoned messages (FI_ENORX at their sender): this id and the next tag - 1
-		 * are consumed, nothing is delivered. */
-		p.rob.skip(uint32_t(h.tag - 1), [this](Pkt *c) {
-			drops_.dup++;
-			port_.rx_free_copy(c);
-		});
-		return;
-	}
-	MsgRx *m = msgs_.get();
-	m->peer = &p;
-	link(p, *m);
-	m->src = p.addr;
-	m->type = pk.type;
-	m->tagged = is_tagged(pk.type);
-	m->msg_id = h.msg_id;
-	m->tag = h.tag;
-	m->has_data = pk.has_cq_data;
-	m->data = pk.cq_data & 0xffffffffu; /* cq_data_size is 4 */
-	m->dc = pk.base->flags & kFlagDeliveryComplete;
-	switch (pk.type) {
-	case PktType::MediumMsg:
-	case PktType::MediumTag:
-		m->msg_len = pk.as<MediumHdr>().msg_len;
-		m->alink.m = m;
-		p.active.push_back(&m->alink);
-		take_segment(*m, pk);
-		break;
-	case PktType::LongCtsMsg:
-	case PktType::LongCtsTag:
-		m->msg_len = pk.as<LongCtsHdr>().msg_len;
-		m->send_id = pk.as<LongCtsHdr>().send_id;
-		m->granted = h.seg_len;
-		break;
-	case PktType::LongReadMsg:
-	case PktType::LongReadTag:
-		m->msg_len = pk.as<LongReadHdr>().msg_len;
-		m->send_id = pk.as<LongReadHdr>().send_id;
-		m->dc = false; /* the EOR answers it */
-		std::copy(pk.iov, pk.iov + pk.iov_count, m->rd);
-		m->rd_count = pk.iov_count;
-		break;
-	default:
-		m->msg_len = h.seg_len;
-		break;
-	}
-	RxOp *r = match_.find_posted(m->tagged, m->src, m->tag);
-
-	if (!r) {
-		m->held.push_back(port_.rx_copy(pkt));
-		match_.add_unexpected(m->tagged, m);
-		return;
-	}
-	if (!r->multi)
-		match_.unpost(r->tagged, r);
-	bind(*m, r);
-	place(*m, pk);
-	advance(m);
-}
-
-void Receiver::route_segment(Peer &p, const Pkt &pkt, const Parsed &pk)
-{
-	if (pk.type != PktType::MediumMsg && pk.type != PktType::MediumTag) {
-		drops_.dup++;
-		return;
-	}
-	MsgLink *l = active_msg(p, pk.as<RtmHdr>().msg_id);
-	if (!l) {
-		drops_.dup++;
-		return;
-	}
-	add_segment(*l->m, pkt, pk);
-}
-
-void Receiver::add_segment(MsgRx &m, const Pkt &pkt, const Parsed &pk)
-{
-	if (!take_segment(m, pk)) {
-		/* A segment already taken: counting its bytes twice would complete the message
-		 * while another segment is missing. */
-		drops_.dup++;
-		return;
-	}
-	if (!m.bound) {
-		m.held.push_back(port_.rx_copy(pkt)); /* not matched yet */
-		return;
-	}
-	place(m, pk);
-	advance(&m);
-}
-
-bool Receiver::take_segment(MsgRx &m, const Parsed &pk)
-{
-	const uint64_t off = pk.as<MediumHdr>().seg_off, end = off + pk.payload_len;
-	auto it = std::lower_bound(m.segs.begin(), m.segs.end(), std::make_pair(off, uint64_t(0)));
-	if (it != m.segs.end() && it->first < end)
-		return false;
-	if (it != m.segs.begin() && std::prev(it)->first + std::prev(it)->second > off)
-		return false;
-	m.segs.emplace(it, off, pk.payload_len);
-	return true;
-}
-
 void Receiver::place(MsgRx &m, const Parsed &pk)
 {
 	uint64_t off = 0;
@@ -333,24 +233,6 @@ void Receiver::advance(MsgRx *m)
 		send_cts(*m);
 	if (m->received >= m->msg_len)
 		finish(m);
-}
-
-void Receiver::handle_data(Peer &p, const Parsed &pk)
-{
-	const DataHdr &h = pk.as<DataHdr>();
-	MsgRx *m = ids_.find(h.recv_id);
-	if (!m || m->peer != &p) {
-		drops_.unknown++;
-		return;
-	}
-	if (h.seg_off + h.seg_len > m->granted || m->received + h.seg_len > m->msg_len) {
-		drops_.malformed++;
-		EFA_WARN(EpData, "DATA at %lu+%u outside the window granted to %s: dropped", (unsigned long)h.seg_off,
-			 h.seg_len, addr_to_string(p.raw).c_str());
-		return;
-	}
-	place(*m, pk);
-	advance(m);
 }
 
 void Receiver::finish(MsgRx *m)
@@ -437,30 +319,6 @@ void Receiver::complete(MsgRx &m)
 }
 
 /* ------------------------------------------------------------------ emulated writes */
-
-void Receiver::start_write(Peer &p, const Parsed &pk, const iovec *dst, size_t count)
-{
-	const WriteReqHdr &h = pk.as<WriteReqHdr>();
-	/* A write is one operation, however many packets carry it. */
-	MsgRx *m = msgs_.get();
-	m->peer = &p;
-	link(p, *m);
-	m->src = p.addr;
-	m->type = PktType::WriteReq;
-	m->msg_len = h.msg_len;
-	m->send_id = h.send_id;
-	m->has_data = pk.has_cq_data;
-	m->data = pk.cq_data & 0xffffffffu;
-	m->dc = true; /* the initiator completes on our RECEIPT */
-	m->bound = true;
-	m->completion = false;
-	std::copy(dst, dst + count, m->dst);
-	m->dst_count = count;
-	m->cap = h.msg_len;
-	m->granted = h.seg_len;
-	segment(*m, 0, pk.payload, pk.payload_len);
-	advance(m);
-}
 
 /* ------------------------------------------------------------------ peers */
 
@@ -553,6 +411,95 @@ void Receiver::progress()
 		else if (m->owes_eor && send_eor(*m))
 			finish(m);
 	}
+}
+
+/* ------------------------------------------------------------------ read-based messages: the reads, then EOR */
+
+void Receiver::read_start(MsgRx &m)
+{
+	const uint64_t want = read_len(m);
+	uint64_t left = want;
+	for (size_t i = 0; i < m.dst_count && left; i++) {
+		const size_t len = std::min<uint64_t>(m.dst[i].iov_len, left);
+		left -= len;
+		if (!len)
+			continue;
+		if (int r = port_.rx_reg(m.dst[i].iov_base, len, m.reg[i])) {
+			EFA_WARN(EpData, "registering a receive buffer for a read-based message failed: %s",
+				 fi_strerror(-r));
+			m.err = FI_EIO;
+			m.prov_errno = uint32_t(EfaStatus::REGISTRATION_FAILED);
+			break;
+		}
+	}
+	if (m.err || !want) {
+		m.received = m.msg_len;
+		if (send_eor(m))
+			finish(&m);
+		return;
+	}
+	read_pump(m);
+}
+
+void Receiver::read_pump(MsgRx &m)
+{
+	const uint64_t want = read_len(m);
+	const uint64_t seg = cfg_.max_read;
+	m.owes_reads = false;
+	while (m.rd_posted < want) {
+		/* The next piece: within one remote iov, one local iov and one work request. */
+		uint64_t roff = m.rd_posted, loff = m.rd_posted;
+		uint32_t ri = 0;
+		size_t li = 0;
+		while (ri < m.rd_count && roff >= m.rd[ri].len)
+			roff -= m.rd[ri++].len;
+		while (li < m.dst_count && loff >= m.dst[li].iov_len)
+			loff -= m.dst[li++].iov_len;
+		if (ri == m.rd_count || li == m.dst_count)
+			break;
+		const uint64_t n = std::min({m.rd[ri].len - roff, m.dst[li].iov_len - loff, seg, want - m.rd_posted});
+		Pkt *pkt = port_.rx_tx_pkt(*m.peer);
+		if (!pkt) {
+			m.owes_reads = true;
+			owe(m);
+			return;
+		}
+		pkt->msg = &m;
+		pkt->len = uint32_t(n); /* the bytes this read brings, for accounting */
+		uint8_t *dst = static_cast<uint8_t *>(m.dst[li].iov_base) + loff;
+		if (int r = port_.rx_read(pkt, dst, uint32_t(n), m.reg[li], m.rd[ri].addr + roff, uint32_t(m.rd[ri].key))) {
+			EFA_WARN(EpData, "posting an RDMA read failed: %s", fi_strerror(-r));
+			port_.rx_put_tx(pkt);
+			m.err = FI_EIO;
+			m.prov_errno = uint32_t(EfaStatus::POST_FAILED);
+			break;
+		}
+		m.rd_posted += n;
+	}
+	if (m.err && m.rd_done == m.rd_posted) {
+		m.received = m.msg_len;
+		if (send_eor(m))
+			finish(&m);
+	}
+}
+
+void Receiver::read_done(Pkt *pkt, bool ok, uint32_t status)
+{
+	MsgRx &m = *pkt->msg;
+	m.rd_done += pkt->len;
+	pkt->msg = nullptr;
+	port_.rx_put_tx(pkt);
+	if (!ok && !m.err) {
+		EFA_WARN(EpData, "RDMA read of a message from %s failed: %s", addr_to_string(m.peer->raw).c_str(),
+			 efa_status_msg(status));
+		m.err = efa_status_to_fi(status);
+		m.prov_errno = status;
+	}
+	if (m.rd_done < m.rd_posted || (m.rd_posted < read_len(m) && !m.err))
+		return;
+	m.received = m.msg_len;
+	if (send_eor(m))
+		finish(&m);
 }
 
 } // namespace efa::rdm

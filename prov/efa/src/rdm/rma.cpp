@@ -73,11 +73,8 @@ ssize_t Sender::rma(const RmaArgs &a)
 		return -FI_EINVAL;
 	}
 	const bool inject = a.flags & FI_INJECT;
-	if (inject && len > cfg_.inject_size) {
-		EFA_WARN_ONCE(EpData, "inject of %lu bytes: more than tx_attr->cfg_.inject_size (%zu); use fi_write",
-			      (unsigned long)len, cfg_.inject_size);
-		return -FI_EMSGSIZE;
-	}
+	if (ssize_t r = check_inject(inject, len, "fi_write"))
+		return r;
 	ssize_t err = 0;
 	Peer *p = port_.tx_peer(a.dest, false, err);
 	if (!p)
@@ -115,78 +112,11 @@ ssize_t Sender::rma(const RmaArgs &a)
 		return 0;
 	}
 
-	const RmaIov riov{a.rma[0].addr, len, a.rma[0].key};
-	Pkt *pkt = tx_pkt(*p, op);
-	PktWriter w(pkt->buf, pkt->cap);
-	if (a.write) {
-		op->proto = Proto::EmuWrite;
-		op->need_receipt = true;
-		const size_t first = std::min<uint64_t>(len, room);
-		WriteReqHdr *h = w.header<WriteReqHdr>(PktType::WriteReq, cfg_.qkey, req_flags(*p) | (data ? kFlagCqData : 0));
-		h->iov_count = 1;
-		h->seg_len = uint32_t(first);
-		h->msg_len = len;
-		h->send_id = op->id;
-		raw_addr(w, *p);
-		if (data)
-			w.cq_data(a.data);
-		w.bytes(&riov, sizeof riov);
-		iov_to_buf(a.iov, a.count, 0, w.reserve(first), first);
-		op->sent = first;
-	} else {
-		op->proto = Proto::EmuRead;
-		ReadReqHdr *h = w.header<ReadReqHdr>(PktType::ReadReq, cfg_.qkey, req_flags(*p));
-		h->iov_count = 1;
-		h->recv_id = op->id;
-		h->msg_len = len;
-		h->window = len ? len : 1;
-		raw_addr(w, *p);
-		w.bytes(&riov, sizeof riov);
-		op->sent = len;
-	}
-	pkt->len = uint32_t(w.size());
-	port_.tx_post(pkt);
-	return 0;
-}
-
-void Sender::handle_read_rsp(Peer &p, const Parsed &pk)
-{
-	const ReadRspHdr &h = pk.as<ReadRspHdr>();
-	TxOp *op = ids_.find(h.recv_id);
-	if (!op || op->peer != &p || op->kind != TxKind::Read || op->responder) {
-		drops_.unknown++;
-		return;
-	}
-	if (h.seg_off + h.seg_len > op->len || op->done + h.seg_len > op->len) {
-		drops_.malformed++;
-		return;
-	}
-	buf_to_iov(op->iov, op->iov_count, h.seg_off, pk.payload, h.seg_len);
-	op->done += h.seg_len;
-	finish(op);
-}
-
-/* The target of an emulated read: READRSP packets, pumped like a long message's DATA. */
-bool Sender::respond_read(Peer &p, uint32_t recv_id, uint64_t len, const iovec *src, size_t count)
-{
-	TxOp *op = ops_.get();
-	if (!op)
-		return false;
-	op->kind = TxKind::Read;
-	op->proto = Proto::EmuRead;
-	op->responder = true;
-	op->peer = &p;
-	op->addr = p.addr;
-	std::copy(src, src + count, op->iov);
-	op->iov_count = count;
-	op->len = len;
-	op->peer_id = recv_id;
-	op->window = len;
-	if (!op->len)
-		finish(op);
+	if (a.write)
+		post_write_req(*op, room);
 	else
-		pump(*op);
-	return true;
+		post_read_req(*op);
+	return 0;
 }
 
 /* ------------------------------------------------------------------ atomics */
@@ -252,43 +182,8 @@ ssize_t Sender::atomic(const AtomicArgs &a)
 	op->id = ids_.add(op);
 	op->msg_id = p->next_tx_id++;
 
-	Pkt *pkt = tx_pkt(*p, op);
-	PktWriter w(pkt->buf, pkt->cap);
-	AtomicReqHdr *h = w.header<AtomicReqHdr>(PktType::AtomicReq, cfg_.qkey, req_flags(*p));
-	h->msg_id = op->msg_id;
-	h->iov_count = 1;
-	h->op = uint8_t(a.op);
-	h->datatype = uint8_t(a.dt);
-	h->kind = uint8_t(a.kind);
-	h->recv_id = op->id;
-	h->count = a.count;
-	raw_addr(w, *p);
-	const RmaIov riov{a.rma[0].addr, bytes, a.rma[0].key};
-	w.bytes(&riov, sizeof riov);
-	auto gather = [&](const fi_ioc *v, size_t n) {
-		for (size_t i = 0; i < n; i++)
-			w.bytes(v[i].addr, v[i].count * dts);
-	};
-	if (has_operand)
-		gather(a.src, a.src_count);
-	if (compare)
-		gather(a.cmp, a.cmp_count);
-	pkt->len = uint32_t(w.size());
-	port_.tx_post(pkt);
+	post_atomic_req(*op, a);
 	return 0;
-}
-
-void Sender::handle_atom_rsp(Peer &p, const Parsed &pk)
-{
-	const RspHdr &h = pk.as<RspHdr>();
-	TxOp *op = ids_.find(h.recv_id);
-	if (!op || op->peer != &p || op->kind != TxKind::Atomic || h.seg_len != op->len || op->done) {
-		drops_.unknown++;
-		return;
-	}
-	buf_to_iov(op->result, op->result_count, 0, pk.payload, h.seg_len);
-	op->done = op->len;
-	finish(op);
 }
 
 /* ------------------------------------------------------------------ the endpoint's checks */

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * The Sender (sender.h): the life of a send operation (docs/protocol.md section 8):
- * protocol selection, the EAGER, MEDIUM and LONGCTS requests, DATA under clear-to-send
- * windows, and the completion or failure of every transmit operation. The read-based
- * REQ is in longread.cpp, RMA and atomics in rma.cpp, the answers in pkt_ctl.cpp; the
- * device's verdict on each packet (RNR, VOID runs, peer gone) is the endpoint's
- * (peer.cpp), which reports it here.
+ * the checks, protocol selection, the first burst, and the completion or failure of
+ * every transmit operation. The packets are built by family: the REQs in pkt_rtm.cpp,
+ * DATA / READRSP in pkt_data.cpp, WRITE_REQ / READ_REQ in pkt_rma.cpp, ATOMIC_REQ in
+ * pkt_atomic.cpp; the answers are taken in pkt_ctl.cpp and those files. RMA and
+ * atomic operations start in rma.cpp. The device's verdict on each packet (RNR, VOID
+ * runs, peer gone) is the endpoint's (peer.cpp), which reports it here.
  */
 #include "rdm/sender.h"
 
@@ -70,6 +71,15 @@ size_t opt_len(const Peer &p, bool data) { return (p.hs_got ? 0 : sizeof(RawAddr
 
 } // namespace
 
+ssize_t Sender::check_inject(bool inject, uint64_t len, const char *instead) const
+{
+	if (!inject || len <= cfg_.inject_size)
+		return 0;
+	EFA_WARN_ONCE(EpData, "inject of %lu bytes: more than tx_attr->inject_size (%zu); use %s", (unsigned long)len,
+		      cfg_.inject_size, instead);
+	return -FI_EMSGSIZE;
+}
+
 ssize_t Sender::send(const SendArgs &a)
 {
 	if (a.count > kRdmIovLimit || (a.count && !a.iov)) {
@@ -79,11 +89,8 @@ ssize_t Sender::send(const SendArgs &a)
 	}
 	const uint64_t len = iov_total(a.iov, a.count);
 	const bool inject = a.flags & FI_INJECT;
-	if (inject && len > cfg_.inject_size) {
-		EFA_WARN_ONCE(EpData, "inject of %lu bytes: more than tx_attr->cfg_.inject_size (%zu); use fi_send",
-			      (unsigned long)len, cfg_.inject_size);
-		return -FI_EMSGSIZE;
-	}
+	if (ssize_t r = check_inject(inject, len, "fi_send"))
+		return r;
 	ssize_t err = 0;
 	Peer *p = port_.tx_peer(a.dest, true, err);
 	if (!p)
@@ -132,88 +139,12 @@ ssize_t Sender::send(const SendArgs &a)
 		p->receipts.push_back(&op->rlink);
 	}
 
-	auto begin = [&](PktWriter &w, Pkt *pkt) {
-		(void)pkt;
-		raw_addr(w, *p);
-		if (data)
-			w.cq_data(a.data);
-	};
 	switch (proto) {
-	case Proto::Eager: {
-		Pkt *pkt = tx_pkt(*p, op);
-		PktWriter w(pkt->buf, pkt->cap);
-		w.rtm<EagerHdr>(PktType::EagerMsg, a.tagged, cfg_.qkey, flags, op->msg_id, uint32_t(len), a.tag);
-		begin(w, pkt);
-		iov_to_buf(a.iov, a.count, 0, w.reserve(len), len);
-		pkt->len = uint32_t(w.size());
-		op->sent = len;
-		port_.tx_post(pkt);
-		break;
-	}
-	case Proto::Medium:
-		for (uint64_t off = 0; off < len; off += medium_seg) {
-			const size_t n = std::min<uint64_t>(medium_seg, len - off);
-			Pkt *pkt = tx_pkt(*p, op);
-			PktWriter w(pkt->buf, pkt->cap);
-			MediumHdr *h = w.rtm<MediumHdr>(PktType::MediumMsg, a.tagged, cfg_.qkey, flags, op->msg_id, uint32_t(n),
-							a.tag);
-			h->msg_len = len;
-			h->seg_off = off;
-			begin(w, pkt);
-			iov_to_buf(a.iov, a.count, off, w.reserve(n), n);
-			pkt->len = uint32_t(w.size());
-			op->sent += n;
-			port_.tx_post(pkt);
-		}
-		break;
-	default: {
-		op->id = ids_.add(op);
-		const size_t first = std::min<uint64_t>(len, cfg_.mtu - sizeof(LongCtsHdr) - opt);
-		Pkt *pkt = tx_pkt(*p, op);
-		PktWriter w(pkt->buf, pkt->cap);
-		LongCtsHdr *h = w.rtm<LongCtsHdr>(PktType::LongCtsMsg, a.tagged, cfg_.qkey, flags, op->msg_id,
-						  uint32_t(first), a.tag);
-		h->msg_len = len;
-		h->send_id = op->id;
-		h->credits = uint32_t(cfg_.credits);
-		begin(w, pkt);
-		iov_to_buf(a.iov, a.count, 0, w.reserve(first), first);
-		pkt->len = uint32_t(w.size());
-		op->sent = first;
-		port_.tx_post(pkt);
-		break;
-	}
+	case Proto::Eager: post_eager(*op, flags); break;
+	case Proto::Medium: post_medium(*op, flags, medium_seg); break;
+	default: post_longcts(*op, flags, cfg_.mtu - sizeof(LongCtsHdr) - opt); break;
 	}
 	return 0;
-}
-
-void Sender::pump(TxOp &op)
-{
-	const size_t seg_max = cfg_.mtu - sizeof(DataHdr);
-	while (op.window && op.sent < op.len && !op.err) {
-		Pkt *pkt = tx_pkt(*op.peer, &op);
-		if (!pkt)
-			break;
-		const size_t n = std::min<uint64_t>({seg_max, op.window, op.len - op.sent});
-		PktWriter w(pkt->buf, pkt->cap);
-		/* DATA and READRSP share their layout: the target of an emulated read answers
-		 * with the latter. */
-		static_assert(sizeof(DataHdr) == sizeof(ReadRspHdr));
-		DataHdr *h = w.header<DataHdr>(op.responder ? PktType::ReadRsp : PktType::Data, cfg_.qkey);
-		h->recv_id = op.peer_id;
-		h->seg_len = uint32_t(n);
-		h->seg_off = op.sent;
-		iov_to_buf(op.iov, op.iov_count, op.sent, w.reserve(n), n);
-		pkt->len = uint32_t(w.size());
-		op.sent += n;
-		op.window -= n;
-		port_.tx_post(pkt);
-	}
-	const bool more = op.window && op.sent < op.len && !op.err;
-	if (more && !op.on_list())
-		pending_.push_back(&op);
-	else if (!more && op.on_list())
-		pending_.unlink(&op);
 }
 
 void Sender::fail(TxOp *op, int err, uint32_t prov_errno)

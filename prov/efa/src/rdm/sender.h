@@ -135,6 +135,9 @@ public:
 
 private:
 	bool completion(uint64_t flags) const { return !cfg_.selective || (flags & FI_COMPLETION); }
+	/* FI_INJECT of more than inject_size: -FI_EMSGSIZE with a log line (`instead`: the
+	 * call to use), else 0. */
+	ssize_t check_inject(bool inject, uint64_t len, const char *instead) const;
 	/* A transmit buffer for op's packet to p (op->inflight counts it). */
 	Pkt *tx_pkt(Peer &p, TxOp *op)
 	{
@@ -156,9 +159,18 @@ private:
 	void finish(TxOp *op);
 	void fail(TxOp *op, int err, uint32_t status);
 	void complete(TxOp &op);
-	/* Read-based messages (longread.cpp). */
+	/* The REQs of a message (pkt_rtm.cpp); LONGREAD: 0, or the registration's error
+	 * (the caller falls back to LONGCTS). */
 	bool longread_ok(const Peer &p, uint64_t len, size_t iov_count) const;
+	void req_tail(PktWriter &w, const TxOp &op, uint16_t flags) const;
+	void post_eager(TxOp &op, uint16_t flags);
+	void post_medium(TxOp &op, uint16_t flags, size_t seg);
+	void post_longcts(TxOp &op, uint16_t flags, size_t room);
 	int longread_send(TxOp &op, uint16_t flags);
+	/* Emulated RMA and atomics (pkt_rma.cpp, pkt_atomic.cpp). */
+	void post_write_req(TxOp &op, size_t room);
+	void post_read_req(TxOp &op);
+	void post_atomic_req(TxOp &op, const AtomicArgs &a);
 	/* Device RMA (rma.cpp). */
 	bool device_rma_ok(const TxOp &op, bool write);
 	void post_device_rma(TxOp &op, bool write);

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The target of emulated RMA and atomics (docs/protocol.md section 9): every remote
- * iov is checked against this domain's registered memory (key, bounds, access) before
- * a byte is touched; a violation is answered with ERROR and logged, never written.
- * Also the target side of device writes with immediate data. Its answers (ERROR,
- * ATOMRSP, RECEIPT, WRITE_DATA) are built in pkt_ctl.cpp.
+ * The target of RMA and atomics (docs/protocol.md section 9): every remote iov of an
+ * emulated request (pkt_rma.cpp, pkt_atomic.cpp) is checked here against this domain's
+ * registered memory (key, bounds, access) before a byte is touched; a violation is
+ * answered with ERROR and logged, never written. Also the target side of device writes
+ * with immediate data. Its answers (ERROR, ATOMRSP, RECEIPT, WRITE_DATA) are built in
+ * pkt_ctl.cpp.
  */
 #include "rdm/ep.h"
 
@@ -33,70 +34,6 @@ int Ep::check_rma(const RmaIov *iov, uint32_t n, uint64_t access, iovec *out)
 		out[i] = iovec{reinterpret_cast<void *>(uintptr_t(a)), size_t(len)};
 	}
 	return 0;
-}
-
-void Ep::handle_write_req(Peer &p, const Parsed &pk)
-{
-	const WriteReqHdr &h = pk.as<WriteReqHdr>();
-	iovec dst[kMaxRmaIov];
-	if (int err = check_rma(pk.iov, pk.iov_count, FI_REMOTE_WRITE, dst)) {
-		send_ctl(Ctl{&p, PktType::Error, h.send_id, 0, uint32_t(err), {}});
-		return;
-	}
-	rx.start_write(p, pk, dst, pk.iov_count);
-}
-
-void Ep::handle_read_req(Peer &p, const Parsed &pk)
-{
-	const ReadReqHdr &h = pk.as<ReadReqHdr>();
-	iovec src[kMaxRmaIov];
-	int err = check_rma(pk.iov, pk.iov_count, FI_REMOTE_READ, src);
-	if (err || !tx.respond_read(p, h.recv_id, h.msg_len, src, pk.iov_count))
-		send_ctl(Ctl{&p, PktType::Error, h.recv_id, 0, uint32_t(err ? err : FI_EAGAIN), {}});
-}
-
-void Ep::handle_atomic_req(Peer &p, const Parsed &pk)
-{
-	const AtomicReqHdr &h = pk.as<AtomicReqHdr>();
-	const AtomicKind kind = AtomicKind(h.kind);
-	const fi_op op = fi_op(h.op);
-	const fi_datatype dt = fi_datatype(h.datatype);
-	auto refuse = [&](int err) { send_ctl(Ctl{&p, PktType::Error, h.recv_id, h.msg_id, uint32_t(err), {}}); };
-	if (!atomic_valid(kind, op, dt)) {
-		refuse(FI_EOPNOTSUPP);
-		return;
-	}
-	const size_t dts = atomic_datatype_size(dt);
-	const uint64_t bytes = h.count * dts;
-	const uint64_t operands = (op == FI_ATOMIC_READ ? 0 : bytes) * (kind == AtomicKind::Compare ? 2 : 1);
-	if (h.count > mtu || pk.iov_count != 1 || pk.iov[0].len != bytes || pk.payload_len != operands) {
-		drops.malformed++;
-		refuse(FI_EINVAL);
-		return;
-	}
-	/* Writes need FI_REMOTE_WRITE, fetches and compares also FI_REMOTE_READ, and a fetch
-	 * of FI_ATOMIC_READ only FI_REMOTE_READ. */
-	uint64_t access = kind == AtomicKind::Write ? FI_REMOTE_WRITE : FI_REMOTE_READ | FI_REMOTE_WRITE;
-	if (op == FI_ATOMIC_READ)
-		access = FI_REMOTE_READ;
-	iovec target;
-	if (int err = check_rma(pk.iov, 1, access, &target)) {
-		refuse(err);
-		return;
-	}
-	const uint8_t *operand = op == FI_ATOMIC_READ ? nullptr : pk.payload;
-	const uint8_t *compare = kind == AtomicKind::Compare ? pk.payload + bytes : nullptr;
-	std::vector<uint8_t> result(kind == AtomicKind::Write ? 0 : bytes);
-	atomic_apply(kind, op, dt, target.iov_base, operand, compare, result.empty() ? nullptr : result.data(),
-		     size_t(h.count));
-	if (access & FI_REMOTE_WRITE)
-		count(kCntrRemoteWrite, true);
-	if (access & FI_REMOTE_READ)
-		count(kCntrRemoteRead, true);
-	if (kind == AtomicKind::Write)
-		send_ctl(Ctl{&p, PktType::Receipt, h.recv_id, h.msg_id, 0, {}});
-	else
-		send_ctl(Ctl{&p, PktType::AtomRsp, h.recv_id, h.msg_id, 0, std::move(result)});
 }
 
 void Ep::remote_write_imm(const verbs::Wc &wc)
