@@ -73,10 +73,8 @@ ssize_t Sender::rma(const RmaArgs &a)
 		return -FI_EINVAL;
 	}
 	const bool inject = a.flags & FI_INJECT;
-	if (ssize_t r = check_inject(inject, len, "fi_write"))
-		return r;
 	ssize_t err = 0;
-	Peer *p = port_.tx_peer(a.dest, false, err);
+	Peer *p = call_peer(inject, len, "fi_write", a.dest, false, err);
 	if (!p)
 		return err;
 	TxOp *op = ops_.get();

@@ -71,13 +71,15 @@ size_t opt_len(const Peer &p, bool data) { return (p.hs_got ? 0 : sizeof(RawAddr
 
 } // namespace
 
-ssize_t Sender::check_inject(bool inject, uint64_t len, const char *instead) const
+Peer *Sender::call_peer(bool inject, uint64_t len, const char *instead, fi_addr_t dest, bool new_id, ssize_t &err)
 {
-	if (!inject || len <= cfg_.inject_size)
-		return 0;
-	EFA_WARN_ONCE(EpData, "inject of %lu bytes: more than tx_attr->inject_size (%zu); use %s", (unsigned long)len,
-		      cfg_.inject_size, instead);
-	return -FI_EMSGSIZE;
+	if (inject && len > cfg_.inject_size) {
+		EFA_WARN_ONCE(EpData, "inject of %lu bytes: more than tx_attr->inject_size (%zu); use %s",
+			      (unsigned long)len, cfg_.inject_size, instead);
+		err = -FI_EMSGSIZE;
+		return nullptr;
+	}
+	return port_.tx_peer(dest, new_id, err);
 }
 
 ssize_t Sender::send(const SendArgs &a)
@@ -89,10 +91,8 @@ ssize_t Sender::send(const SendArgs &a)
 	}
 	const uint64_t len = iov_total(a.iov, a.count);
 	const bool inject = a.flags & FI_INJECT;
-	if (ssize_t r = check_inject(inject, len, "fi_send"))
-		return r;
 	ssize_t err = 0;
-	Peer *p = port_.tx_peer(a.dest, true, err);
+	Peer *p = call_peer(inject, len, "fi_send", a.dest, true, err);
 	if (!p)
 		return err;
 

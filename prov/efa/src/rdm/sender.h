@@ -135,9 +135,10 @@ public:
 
 private:
 	bool completion(uint64_t flags) const { return !cfg_.selective || (flags & FI_COMPLETION); }
-	/* FI_INJECT of more than inject_size: -FI_EMSGSIZE with a log line (`instead`: the
-	 * call to use), else 0. */
-	ssize_t check_inject(bool inject, uint64_t len, const char *instead) const;
+	/* What every send and RMA call checks once its length is known: an inject within
+	 * inject_size (else -FI_EMSGSIZE with a log line naming `instead`, the call to
+	 * use), then its peer (TxPort::tx_peer). Null with the call's answer in err. */
+	Peer *call_peer(bool inject, uint64_t len, const char *instead, fi_addr_t dest, bool new_id, ssize_t &err);
 	/* A transmit buffer for op's packet to p (op->inflight counts it). */
 	Pkt *tx_pkt(Peer &p, TxOp *op)
 	{
