@@ -18,7 +18,7 @@ set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 src=$top/prov/efa/fuzz
 cxx=${CXX_FUZZ:-clang++}
-all="fuzz_rdm_pkt fuzz_rdm_handshake fuzz_rdm_stream fuzz_sim_wire"
+all="fuzz_rdm_pkt fuzz_rdm_handshake fuzz_rdm_stream fuzz_sim_wire fuzz_v4_pkt"
 harnesses=${FUZZ_HARNESSES:-$all}
 inc="-I$top/prov/efa/src -I$top/prov/efa/sim -I$src"
 
@@ -30,7 +30,7 @@ fi
 if [ "${1:-}" = "--seeds" ]; then
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/efa-seeds.XXXXXX")
 	"$cxx" -std=c++20 -O1 -g -fsanitize=address,undefined $inc "$src/gen_corpus.cpp" \
-		"$top/prov/efa/src/rdm/pkt.cpp" -o "$dir/gen_corpus"
+		"$top/prov/efa/src/rdm/pkt.cpp" "$top/prov/efa/src/rdm/v4/codec.cpp" -o "$dir/gen_corpus"
 	# Rewrites the generator's named seeds; inputs merged in from long runs (named by
 	# their SHA-1) stay.
 	"$dir/gen_corpus" "$src/corpus"
@@ -53,6 +53,7 @@ max_len() {
 	fuzz_rdm_handshake) echo 256 ;;     # a handshake is 56 bytes
 	fuzz_rdm_stream) echo 16384 ;;      # several packets
 	fuzz_sim_wire) echo 32880 ;;        # header + WRITE body + one segment
+	fuzz_v4_pkt) echo 8928 ;;           # the device MTU
 	esac
 }
 
@@ -60,7 +61,7 @@ fail=0
 for h in $harnesses; do
 	"$cxx" -std=c++20 -O1 -g -fno-omit-frame-pointer \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		$inc "$src/$h.cpp" "$top/prov/efa/src/rdm/pkt.cpp" -o "$dir/$h"
+		$inc "$src/$h.cpp" "$top/prov/efa/src/rdm/pkt.cpp" "$top/prov/efa/src/rdm/v4/codec.cpp" -o "$dir/$h"
 	rm -rf "$dir/corpus-$h"
 	mkdir -p "$dir/corpus-$h"
 	cp "$src/corpus/$h"/* "$dir/corpus-$h/"

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * Writes the seed corpora (prov/efa/fuzz/corpus/<harness>/): valid packets of every
- * type, built with the provider's own PktWriter (RDM) and the device's wire structs
- * (efasim), with and without their optional headers. contrib/fuzz.sh --seeds runs it;
+ * type, built with the provider's own PktWriter (RDM), its protocol v4 Writer, and the
+ * device's wire structs (efasim), with and without their optional headers. contrib/fuzz.sh --seeds runs it;
  * its output is committed.
  */
 #include "rdm/pkt.h"
+#include "rdm/v4/codec.h"
 #include "wire.h"
 
 #include <cstdio>
@@ -353,6 +354,123 @@ void sim_wire()
 
 } // namespace
 
+/* Protocol v4: one packet of each family, with and without the optional headers. */
+void v4_packets()
+{
+	namespace v4 = efa::rdm::v4;
+	const efa::RawAddr a = addr(77, 0x1234567);
+	const v4::RmaIov iov{0x10000, 4096, 0x33};
+	auto emit = [](const std::string &name, auto &&build) {
+		Bytes b(512);
+		v4::Writer w(b.data(), b.size());
+		build(w);
+		b.resize(w.size());
+		save("fuzz_v4_pkt", name, b);
+	};
+	for (int opt = 0; opt < 3; opt++) {
+		/* opt 0: no optional header; 1: raw address + CQ data; 2: connid */
+		const uint16_t f = opt == 1 ? (v4::kReqRawAddr | v4::kReqCqData) : opt == 2 ? v4::kFlagConnId : 0;
+		auto tail = [&](v4::Writer &w) {
+			if (opt == 1) {
+				w.raw_addr(a);
+				w.cq_data(0xdeadbeef);
+			} else if (opt == 2) {
+				w.connid(0x1234567);
+			}
+		};
+		const std::string sfx = "-opt" + std::to_string(opt);
+		emit("v4-eager-tagrtm" + sfx, [&](v4::Writer &w) {
+			w.header<v4::EagerRtm>(v4::Type::EagerTagRtm, f | v4::kReqMsg | v4::kReqTagged)->r.msg_id = 3;
+			w.u64(0x77);
+			tail(w);
+			w.bytes("payload", 7);
+		});
+		emit("v4-medium-msgrtm" + sfx, [&](v4::Writer &w) {
+			v4::MediumRtm *h = w.header<v4::MediumRtm>(v4::Type::MediumMsgRtm, f | v4::kReqMsg);
+			h->msg_length = 100;
+			h->seg_offset = 90;
+			tail(w);
+			w.bytes("0123456789", 10);
+		});
+		emit("v4-dc-longcts-msgrtm" + sfx, [&](v4::Writer &w) {
+			v4::LongCtsRtm *h = w.header<v4::LongCtsRtm>(v4::Type::DcLongCtsMsgRtm, f | v4::kReqMsg);
+			h->msg_length = 100000;
+			h->send_id = 5;
+			h->credit_request = 4;
+			tail(w);
+			w.bytes("abc", 3);
+		});
+		emit("v4-longread-msgrtm" + sfx, [&](v4::Writer &w) {
+			v4::LongReadRtm *h = w.header<v4::LongReadRtm>(v4::Type::LongReadMsgRtm, f | v4::kReqMsg);
+			h->msg_length = 4096;
+			h->read_iov_count = 1;
+			tail(w);
+			w.iovs(&iov, 1);
+		});
+		emit("v4-runtread-tagrtm" + sfx, [&](v4::Writer &w) {
+			v4::RuntRtm *h = w.header<v4::RuntRtm>(v4::Type::RuntReadTagRtm, f | v4::kReqMsg | v4::kReqTagged);
+			h->msg_length = 4096;
+			h->credit_or_iovs = 1;
+			h->runt_length = 100;
+			w.u64(9);
+			tail(w);
+			w.iovs(&iov, 1);
+			w.bytes("runt", 4);
+		});
+		emit("v4-longcts-rtw" + sfx, [&](v4::Writer &w) {
+			v4::LongCtsRtw *h = w.header<v4::LongCtsRtw>(v4::Type::LongCtsRtw, f | v4::kReqRma);
+			h->rma_iov_count = 1;
+			h->msg_length = 4096;
+			w.iovs(&iov, 1);
+			tail(w);
+			w.bytes("w", 1);
+		});
+		emit("v4-short-rtr" + sfx, [&](v4::Writer &w) {
+			v4::Rtr *h = w.header<v4::Rtr>(v4::Type::ShortRtr, f | v4::kReqRma);
+			h->rma_iov_count = 1;
+			h->msg_length = 8;
+			w.iovs(&iov, 1);
+			tail(w);
+		});
+		emit("v4-compare-rta" + sfx, [&](v4::Writer &w) {
+			v4::Rta *h = w.header<v4::Rta>(v4::Type::CompareRta, f | v4::kReqAtomic);
+			h->rma_iov_count = 1;
+			w.iovs(&iov, 1);
+			tail(w);
+			w.u64(1);
+			w.u64(2);
+		});
+	}
+	emit("v4-handshake", [&](v4::Writer &w) {
+		w.header<v4::Handshake>(v4::Type::Handshake, v4::kFlagConnId | v4::kHsHostId | v4::kHsDeviceVersion)->nextra_p3 = 4;
+		const uint64_t extra = v4::kExtraRdmaRead | v4::kExtraDeliveryComplete | v4::kExtraConnIdHeader;
+		w.extra_info(&extra, 1);
+		w.u64(0x1234567);
+		w.u64(0xabcdef);
+		w.u64(0xefa1);
+	});
+	emit("v4-cts", [&](v4::Writer &w) {
+		v4::Cts *h = w.header<v4::Cts>(v4::Type::Cts, v4::kFlagConnId);
+		h->recv_length = 8192;
+	});
+	emit("v4-ctsdata", [&](v4::Writer &w) {
+		w.header<v4::CtsData>(v4::Type::CtsData, v4::kFlagConnId)->seg_length = 4;
+		w.u64(0x1234567);
+		w.bytes("data", 4);
+	});
+	emit("v4-readrsp", [&](v4::Writer &w) {
+		w.header<v4::ReadRsp>(v4::Type::ReadRsp, 0)->seg_length = 2;
+		w.bytes("rr", 2);
+	});
+	emit("v4-atomrsp", [&](v4::Writer &w) {
+		w.header<v4::AtomRsp>(v4::Type::AtomRsp, 0)->seg_length = 8;
+		w.u64(5);
+	});
+	emit("v4-eor", [&](v4::Writer &w) { w.header<v4::Eor>(v4::Type::Eor, v4::kFlagConnId)->send_id = 1; });
+	emit("v4-read-nack", [&](v4::Writer &w) { w.header<v4::ReadNack>(v4::Type::ReadNack, 0)->recv_id = 2; });
+	emit("v4-receipt", [&](v4::Writer &w) { w.header<v4::Receipt>(v4::Type::Receipt, 0)->msg_id = 3; });
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -365,5 +483,6 @@ int main(int argc, char **argv)
 	handshakes();
 	streams();
 	sim_wire();
+	v4_packets();
 	return 0;
 }

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Checking and building protocol v4 packets (wire.h). parse() accepts a received
+ * packet only when every length, count and optional header it names lies inside the
+ * packet, and says where each part is; Writer builds a packet header by header in the
+ * order the protocol fixes (mandatory header, RMA iovs, then the optional headers in
+ * flag-bit order: raw address, CQ data, connid; then the data). Pure code: no device,
+ * no endpoint state; test_rdm_v4 checks it against the layouts written from the
+ * specification.
+ */
+#ifndef EFA_RDM_V4_CODEC_H
+#define EFA_RDM_V4_CODEC_H
+
+#include "rdm/v4/wire.h"
+
+#include <cstring>
+
+namespace efa::rdm::v4 {
+
+enum class Error {
+	None = 0,
+	Short,	  /* shorter than its base or mandatory header */
+	Version,  /* not protocol version 4 */
+	Type,	  /* a type number v4 does not define (or reserves) */
+	Flags,	  /* a flag the type does not allow, or raw address and connid together */
+	Length,	  /* a length, count or offset that does not fit the packet */
+	IovCount, /* more RMA / read iovs than an endpoint may name */
+	Addr,	  /* a raw address header shorter than an address */
+};
+const char *error_str(Error e);
+const char *type_name(Type t);
+
+/* The most iovs a packet may name (the reference sends at most 4; more is refused). */
+inline constexpr uint32_t kMaxIov = 16;
+
+enum class Family : uint8_t { None, Rtm, Rtw, Rtr, Rta };
+
+/* What the type number says about a packet (kind of REQ, tagged, DC, ...). */
+struct TypeInfo {
+	bool known = false;
+	bool req = false;
+	Family family = Family::None;
+	bool tagged = false;
+	bool dc = false;	 /* a delivery-complete REQ */
+	size_t hdr = 0;		 /* the mandatory header, tag included, iovs excluded */
+};
+TypeInfo type_info(uint8_t type);
+
+/* An accepted packet: pointers into the caller's buffer, which may sit at any alignment
+ * (a 4-byte connid header puts what follows it at 4 mod 8), so structured fields are
+ * read by copy: the raw address is copied in, iovs are read with rma() / read(). */
+struct Packet {
+	Type type{};
+	const Base *base = nullptr;
+	const void *hdr = nullptr; /* the mandatory header */
+	TypeInfo info;
+	uint64_t tag = 0;
+	/* RTW, RTR, RTA: the target's buffers (right after the mandatory header). */
+	const uint8_t *rma_iov = nullptr;
+	uint32_t rma_iov_count = 0;
+	/* REQ optional headers. */
+	bool has_raw_addr = false;
+	RawAddr raw_addr{}; /* the first 32 bytes of the address header's */
+	bool has_cq_data = false;
+	uint64_t cq_data = 0;
+	bool has_connid = false;
+	uint32_t connid = 0; /* REQ: the connid header, or the raw address's; others: by flag */
+	/* LONGREAD / RUNTREAD: the sender's buffers (the first part of the data). */
+	const uint8_t *read_iov = nullptr;
+	uint32_t read_iov_count = 0;
+	/* HANDSHAKE */
+	const uint8_t *extra_info = nullptr; /* nextra_p3 - 3 little-endian uint64 */
+	uint32_t extra_count = 0;
+	bool has_host_id = false;
+	uint64_t host_id = 0;
+	bool has_device_version = false;
+	uint32_t device_version = 0;
+	bool has_user_recv_qp = false;
+	uint32_t user_recv_qpn = 0, user_recv_qkey = 0;
+	/* What follows: application data (or an atomic's operands). */
+	const uint8_t *payload = nullptr;
+	size_t payload_len = 0;
+
+	template <typename H> H as() const
+	{
+		H h;
+		std::memcpy(&h, hdr, sizeof h);
+		return h;
+	}
+	/* Bit `bit` of the peer's extra_info (a HANDSHAKE's). */
+	bool extra(unsigned bit) const;
+	/* RMA iov i (< rma_iov_count) and read iov i (< read_iov_count). */
+	RmaIov rma(uint32_t i) const { return iov_at(rma_iov, i); }
+	RmaIov read(uint32_t i) const { return iov_at(read_iov, i); }
+
+private:
+	static RmaIov iov_at(const uint8_t *base, uint32_t i)
+	{
+		RmaIov v;
+		std::memcpy(&v, base + size_t(i) * sizeof(RmaIov), sizeof v);
+		return v;
+	}
+};
+
+/* Checks a received packet; fills `out` and returns Error::None, or the first rule it
+ * breaks. The buffer need not be aligned. */
+Error parse(const void *buf, size_t len, Packet &out);
+
+/* Builds one packet into a buffer of `cap` bytes. Every call returns false (and the
+ * writer stays failed) once the packet would not fit. */
+class Writer {
+public:
+	Writer(void *buf, size_t cap) : buf_(static_cast<uint8_t *>(buf)), cap_(cap) {}
+
+	/* The mandatory header H, zeroed, with the base header. */
+	template <typename H> H *header(Type type, uint16_t flags)
+	{
+		H *h = static_cast<H *>(reserve(sizeof(H)));
+		if (!h)
+			return nullptr;
+		std::memset(static_cast<void *>(h), 0, sizeof(H));
+		Base *b = reinterpret_cast<Base *>(h);
+		b->type = uint8_t(type);
+		b->version = kVersion;
+		b->flags = flags;
+		return h;
+	}
+	bool u64(uint64_t v) { return bytes(&v, sizeof v); }
+	bool u32(uint32_t v) { return bytes(&v, sizeof v); }
+	bool iovs(const RmaIov *v, size_t n) { return bytes(v, n * sizeof(RmaIov)); }
+	/* REQ optional headers, in this order when present. */
+	bool raw_addr(const RawAddr &a);
+	bool cq_data(uint64_t d) { return u64(d); }
+	bool connid(uint32_t c) { return u32(c); }
+	/* A HANDSHAKE's extra_info (n members) and optional fields, in this order. */
+	bool extra_info(const uint64_t *v, uint32_t n) { return bytes(v, size_t(n) * 8); }
+	bool bytes(const void *p, size_t n)
+	{
+		void *d = reserve(n);
+		if (!d)
+			return false;
+		if (n)
+			std::memcpy(d, p, n);
+		return true;
+	}
+	void *reserve(size_t n)
+	{
+		if (failed_ || n > cap_ - len_) {
+			failed_ = true;
+			return nullptr;
+		}
+		void *p = buf_ + len_;
+		len_ += n;
+		return p;
+	}
+	size_t size() const { return len_; }
+	bool ok() const { return !failed_; }
+
+private:
+	uint8_t *buf_;
+	size_t cap_;
+	size_t len_ = 0;
+	bool failed_ = false;
+};
+
+} // namespace efa::rdm::v4
+
+#endif
