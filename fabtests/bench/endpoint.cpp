@@ -148,6 +148,10 @@ std::vector<uint8_t> Endpoint::name() const
 	std::vector<uint8_t> buf(256);
 	size_t len = buf.size();
 	int ret = fi_getname(&ep_->fid, buf.data(), &len);
+	if (ret == -FI_ETOOSMALL && len > buf.size()) { /* a provider with longer names */
+		buf.resize(len);
+		ret = fi_getname(&ep_->fid, buf.data(), &len);
+	}
 	if (ret)
 		fail_fi("fi_getname", ret);
 	buf.resize(len);

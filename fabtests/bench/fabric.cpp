@@ -89,6 +89,9 @@ std::string Fabric::describe() const
 std::string Fabric::local_name()
 {
 	std::vector<uint8_t> name = obj_.name();
+	if (name.size() > sizeof(CtlMsg::data))
+		throw Error("fi_getname: a " + std::to_string(name.size()) + "-byte endpoint name does not fit the " +
+			    std::to_string(sizeof(CtlMsg::data)) + "-byte hello message");
 	return std::string(name.begin(), name.end());
 }
 

@@ -94,6 +94,14 @@ public:
 	}
 	void tx_post(Pkt *pkt) override
 	{
+		if (refuse_posts > 0 && --refuse_posts == 0) {
+			/* As Ep::post does when the device refuses the work request. */
+			TxOp *op = pkt->op;
+			tx_put(pkt);
+			if (op)
+				sender->pkt_failed(op, FI_EIO, uint32_t(EfaStatus::POST_FAILED));
+			return;
+		}
 		Out o;
 		o.words.resize((pkt->len + 7) / 8);
 		std::memcpy(o.words.data(), pkt->buf, pkt->len);
@@ -133,6 +141,8 @@ public:
 	void tx_count(CntrIdx c, bool ok) override { counts[c][ok ? 0 : 1]++; }
 
 	int free = 64;
+	int refuse_posts = 0; /* n > 0: the post after the next n - 1 is refused */
+	Sender *sender = nullptr;
 	int handshakes = 0;
 	int keys = 0;
 	bool device_ok = false;
@@ -167,6 +177,7 @@ struct Fixture {
 		c.self.qpn = 99;
 		c.self.qkey = kQkey;
 		tx.configure(c);
+		port.sender = &tx;
 	}
 	~Fixture()
 	{
@@ -588,4 +599,56 @@ Test(sender, peer_failure_ends_what_waits_for_an_answer)
 		cr_assert_eq(d.prov_errno, status);
 	}
 	cr_assert(!f.tx.busy());
+}
+
+Test(sender, a_refused_post_fails_a_medium_send_once)
+{
+	Fixture f;
+	std::vector<uint8_t> buf(2500); /* three MEDIUM packets */
+	int ctx;
+	f.port.refuse_posts = 1; /* the first */
+	cr_assert_eq(send(f.tx, buf.data(), buf.size(), &ctx), 0);
+	cr_assert(f.port.out.empty(), "no packet after the refused one");
+	cr_assert_eq(f.port.done.size(), 1u);
+	cr_assert(f.port.done[0].error);
+	cr_assert_eq(f.port.done[0].err, FI_EIO);
+	cr_assert_eq(f.port.done[0].prov_errno, uint32_t(EfaStatus::POST_FAILED));
+	cr_assert(!f.tx.busy(), "the operation went back to its pool once");
+	/* The second of three refused: the first is on the device; the error waits for it. */
+	int ctx2;
+	f.port.refuse_posts = 2;
+	cr_assert_eq(send(f.tx, buf.data(), buf.size(), &ctx2), 0);
+	cr_assert_eq(f.port.out.size(), 1u);
+	cr_assert_eq(f.port.done.size(), 1u, "no completion while a packet of it is on the device");
+	f.ack();
+	cr_assert_eq(f.port.done.size(), 2u);
+	cr_assert_eq(f.port.done[1].ctx, &ctx2);
+	cr_assert_eq(f.port.done[1].err, FI_EIO);
+	cr_assert(!f.tx.busy());
+}
+
+Test(sender, a_refused_data_post_fails_a_long_send_once)
+{
+	Fixture f;
+	std::vector<uint8_t> buf(6000);
+	int ctx;
+	cr_assert_eq(send(f.tx, buf.data(), buf.size(), &ctx), 0);
+	const uint32_t send_id = f.port.out[0].pk.as<LongCtsHdr>().send_id;
+	f.ack();
+	f.port.refuse_posts = 1;
+	std::vector<uint64_t> mem;
+	Parsed c = f.answer(
+		[&](PktWriter &w) {
+			CtsHdr *x = w.header<CtsHdr>(PktType::Cts, 1);
+			x->send_id = send_id;
+			x->window = 6000;
+		},
+		mem);
+	f.tx.handle_cts(f.peer, c);
+	cr_assert_eq(f.port.out.size(), 1u, "no DATA after the refused one");
+	cr_assert_eq(f.port.done.size(), 1u);
+	cr_assert_eq(f.port.done[0].err, FI_EIO);
+	cr_assert(!f.tx.busy());
+	f.tx.progress(); /* nothing left to pump */
+	cr_assert_eq(f.port.out.size(), 1u);
 }

@@ -67,9 +67,10 @@ public:
 	 * `on_adopt(Peer &)` is called for each. Cheap when nothing was inserted. */
 	template <typename F> void adopt_inserted(F &&on_adopt)
 	{
-		if (implicit_.empty() || !notice_.inserted.load(std::memory_order_acquire))
+		/* exchange, not load + store: an insertion the AV reports while we look must
+		 * stay reported (a plain store could land after it). */
+		if (implicit_.empty() || !notice_.inserted.exchange(false, std::memory_order_acq_rel))
 			return;
-		notice_.inserted.store(false, std::memory_order_relaxed);
 		for (size_t i = 0; i < implicit_.size();)
 			if (Peer *p = adopt_if_inserted(i))
 				on_adopt(*p);
@@ -83,7 +84,9 @@ public:
 	 * or unfinished messages still name it (free_retired frees it later). */
 	template <typename R, typename B> void release_removed(R &&on_release, B &&busy)
 	{
-		notice_.removed.store(false, std::memory_order_relaxed);
+		/* Taken with an exchange before the scan: a removal during the scan raises the
+		 * flag again for the next look, never lost to a delayed clear. */
+		notice_.removed.exchange(false, std::memory_order_acq_rel);
 		for (fi_addr_t a = 0; a < by_addr_.size(); a++) {
 			if (!by_addr_[a] || av_->lookup(a))
 				continue;

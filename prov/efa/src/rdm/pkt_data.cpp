@@ -18,6 +18,7 @@ namespace efa::rdm {
 void Sender::pump(TxOp &op)
 {
 	const size_t seg_max = cfg_.mtu - sizeof(DataHdr);
+	op.inflight++; /* held while posting (see post_medium) */
 	while (op.window && op.sent < op.len && !op.err) {
 		Pkt *pkt = tx_pkt(*op.peer, &op);
 		if (!pkt)
@@ -42,6 +43,7 @@ void Sender::pump(TxOp &op)
 		pending_.push_back(&op);
 	else if (!more && op.on_list())
 		pending_.unlink(&op);
+	release(op);
 }
 
 /* The target of an emulated read: READRSP packets, pumped like a long message's DATA. */

@@ -39,7 +39,10 @@ void Sender::post_eager(TxOp &op, uint16_t flags)
 
 void Sender::post_medium(TxOp &op, uint16_t flags, size_t seg)
 {
-	for (uint64_t off = 0; off < op.len; off += seg) {
+	/* Held while posting: a post the endpoint refuses fails the operation, which must
+	 * not end (and go back to its pool) before the loop has stopped using it. */
+	op.inflight++;
+	for (uint64_t off = 0; off < op.len && !op.err; off += seg) {
 		const size_t n = std::min<uint64_t>(seg, op.len - off);
 		Pkt *pkt = tx_pkt(*op.peer, &op);
 		PktWriter w(pkt->buf, pkt->cap);
@@ -53,6 +56,7 @@ void Sender::post_medium(TxOp &op, uint16_t flags, size_t seg)
 		op.sent += n;
 		port_.tx_post(pkt);
 	}
+	release(op);
 }
 
 void Sender::post_longcts(TxOp &op, uint16_t flags, size_t room)

@@ -157,6 +157,14 @@ private:
 			w.raw_addr(cfg_.self);
 	}
 	void pump(TxOp &op);
+	/* Ends the hold a multi-packet post keeps on op (op.inflight): a post refused
+	 * meanwhile failed op, which now completes if nothing else of it is in flight. */
+	void release(TxOp &op)
+	{
+		op.inflight--;
+		if (op.err)
+			finish(&op);
+	}
 	void finish(TxOp *op);
 	void fail(TxOp *op, int err, uint32_t status);
 	void complete(TxOp &op);

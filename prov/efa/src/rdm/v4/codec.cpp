@@ -130,7 +130,7 @@ Error parse_handshake(const uint8_t *p, const uint8_t *end, Packet &out)
 	out.extra_info = p;
 	out.extra_count = n;
 	p += size_t(n) * 8;
-	const uint16_t f = out.base->flags;
+	const uint16_t f = out.flags;
 	auto take8 = [&](const uint8_t *&q) {
 		if (end - p < 8)
 			return false;
@@ -191,7 +191,7 @@ Error parse_req(const uint8_t *start, const uint8_t *end, Packet &out)
 		if (Error e = take_iovs(p, end, out.rma_iov_count, out.rma_iov); e != Error::None)
 			return e;
 	}
-	const uint16_t f = out.base->flags;
+	const uint16_t f = out.flags;
 	if ((f & kReqRawAddr) && (f & kFlagConnId))
 		return Error::Flags; /* the address carries the connid; never both */
 	if (f & kReqRawAddr) {
@@ -334,7 +334,7 @@ Error parse(const void *buf, size_t len, Packet &out)
 	const uint8_t *end = start + len;
 	if (len < sizeof(Base))
 		return Error::Short;
-	out.base = reinterpret_cast<const Base *>(start);
+	std::memcpy(&out.flags, start + offsetof(Base, flags), sizeof out.flags);
 	if (start[1] != kVersion)
 		return Error::Version;
 	out.info = type_info(start[0]);
@@ -346,7 +346,7 @@ Error parse(const void *buf, size_t len, Packet &out)
 	out.hdr = start;
 	if (out.info.req)
 		return parse_req(start, end, out);
-	const uint16_t f = out.base->flags;
+	const uint16_t f = out.flags;
 	const uint8_t *p = start + out.info.hdr;
 	switch (out.type) {
 	case Type::Handshake: return parse_handshake(start, end, out);

@@ -51,8 +51,8 @@ TypeInfo type_info(uint8_t type);
  * read by copy: the raw address is copied in, iovs are read with rma() / read(). */
 struct Packet {
 	Type type{};
-	const Base *base = nullptr;
-	const void *hdr = nullptr; /* the mandatory header */
+	uint16_t flags = 0;	   /* the base header's */
+	const void *hdr = nullptr; /* the mandatory header (read it with as<H>()) */
 	TypeInfo info;
 	uint64_t tag = 0;
 	/* RTW, RTR, RTA: the target's buffers (right after the mandatory header). */
