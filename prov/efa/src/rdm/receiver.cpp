@@ -397,7 +397,7 @@ void Receiver::peer_failed(Peer &p, int err, uint32_t status)
 	}
 }
 
-void Receiver::progress()
+void Receiver::send_owed()
 {
 	/* Messages owing a control packet; one that still cannot send goes to the back. */
 	for (size_t n = pending_.size(); n--;) {

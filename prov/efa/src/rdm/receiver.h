@@ -111,8 +111,13 @@ public:
 	 * a whole unmatched message stays for the application unless p was removed. */
 	void peer_failed(Peer &p, int err, uint32_t status);
 
-	/* Sends what messages owe (CTS, RECEIPT, RDMA reads, EOR) now that buffers may be free. */
-	void progress();
+	/* Sends what messages owe (CTS, RECEIPT, RDMA reads, EOR) now that buffers may be
+	 * free (inline: called after every poll, usually with nothing owed). */
+	void progress()
+	{
+		if (!pending_.empty())
+			send_owed();
+	}
 	/* Records a MEDIUM segment of m; false when it overlaps one taken already. */
 	static bool take_segment(MsgRx &m, const Parsed &pk);
 
@@ -133,6 +138,7 @@ private:
 	void advance(MsgRx *m);
 	void finish(MsgRx *m);
 	void complete(MsgRx &m);
+	void send_owed();
 	void owe(MsgRx &m)
 	{
 		if (!m.on_list())

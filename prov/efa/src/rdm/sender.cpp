@@ -259,7 +259,7 @@ void Sender::mark_waiting()
 	});
 }
 
-void Sender::progress()
+void Sender::pump_pending()
 {
 	for (TxOp *op = pending_.front(); op;) {
 		TxOp *next = IList<TxOp>::next(op);

@@ -128,8 +128,13 @@ public:
 	void peer_failed(Peer &p, int err, uint32_t status);
 	/* Marks the peers that operations wait for an answer from (Peer::waiting). */
 	void mark_waiting();
-	/* Long-CTS windows to fill now that buffers may be free. */
-	void progress();
+	/* Long-CTS windows to fill now that buffers may be free (inline: called after every
+	 * poll of a CQ, usually with nothing to do). */
+	void progress()
+	{
+		if (!pending_.empty())
+			pump_pending();
+	}
 	size_t in_use() const { return ops_.in_use(); }
 	bool busy() const { return ops_.in_use() != 0; }
 
@@ -157,6 +162,7 @@ private:
 			w.raw_addr(cfg_.self);
 	}
 	void pump(TxOp &op);
+	void pump_pending();
 	/* Ends the hold a multi-packet post keeps on op (op.inflight): a post refused
 	 * meanwhile failed op, which now completes if nothing else of it is in flight. */
 	void release(TxOp &op)
