@@ -218,6 +218,21 @@ struct Fixture {
 		return pk;
 	}
 
+	/* The peer's CTS for send_id: `window` more bytes, to its receive `recv_id`. */
+	void cts(uint32_t send_id, uint64_t window, uint32_t recv_id = 55)
+	{
+		std::vector<uint64_t> mem;
+		Parsed c = answer(
+			[&](PktWriter &w) {
+				CtsHdr *x = w.header<CtsHdr>(PktType::Cts, 1);
+				x->send_id = send_id;
+				x->recv_id = recv_id;
+				x->window = window;
+			},
+			mem);
+		tx.handle_cts(peer, c);
+	}
+
 	Peer peer{64};
 	FakePort port{peer};
 	Drops drops;
@@ -344,19 +359,7 @@ Test(sender, long_cts_sends_what_each_window_allows)
 	f.ack();
 	cr_assert(f.port.done.empty());
 
-	auto cts = [&](uint64_t window) {
-		std::vector<uint64_t> mem;
-		Parsed c = f.answer(
-			[&](PktWriter &w) {
-				CtsHdr *x = w.header<CtsHdr>(PktType::Cts, 1);
-				x->send_id = h.send_id;
-				x->recv_id = 55;
-				x->window = window;
-			},
-			mem);
-		f.tx.handle_cts(f.peer, c);
-	};
-	cts(2000);
+	f.cts(h.send_id, 2000);
 	size_t from = 1;
 	for (; from < f.port.out.size(); from++) {
 		const Parsed &d = f.port.out[from].pk;
@@ -367,7 +370,7 @@ Test(sender, long_cts_sends_what_each_window_allows)
 	}
 	cr_assert_eq(have, first + 2000, "exactly the window");
 	f.ack();
-	cts(len); /* the rest */
+	f.cts(h.send_id, len); /* the rest */
 	for (; from < f.port.out.size(); from++) {
 		const Parsed &d = f.port.out[from].pk;
 		std::memcpy(got.data() + d.as<DataHdr>().seg_off, d.payload, d.payload_len);
@@ -390,15 +393,7 @@ Test(sender, long_cts_window_waits_for_buffers)
 	const uint32_t send_id = f.port.out[0].pk.as<LongCtsHdr>().send_id;
 	f.ack();
 	f.port.free = 1;
-	std::vector<uint64_t> mem;
-	Parsed c = f.answer(
-		[&](PktWriter &w) {
-			CtsHdr *x = w.header<CtsHdr>(PktType::Cts, 1);
-			x->send_id = send_id;
-			x->window = 6000;
-		},
-		mem);
-	f.tx.handle_cts(f.peer, c);
+	f.cts(send_id, 6000);
 	cr_assert_eq(f.port.out.size(), 2u, "one buffer, one DATA");
 	f.ack(); /* frees that buffer: progress sends the next */
 	f.port.free = 64;
@@ -636,15 +631,7 @@ Test(sender, a_refused_data_post_fails_a_long_send_once)
 	const uint32_t send_id = f.port.out[0].pk.as<LongCtsHdr>().send_id;
 	f.ack();
 	f.port.refuse_posts = 1;
-	std::vector<uint64_t> mem;
-	Parsed c = f.answer(
-		[&](PktWriter &w) {
-			CtsHdr *x = w.header<CtsHdr>(PktType::Cts, 1);
-			x->send_id = send_id;
-			x->window = 6000;
-		},
-		mem);
-	f.tx.handle_cts(f.peer, c);
+	f.cts(send_id, 6000);
 	cr_assert_eq(f.port.out.size(), 1u, "no DATA after the refused one");
 	cr_assert_eq(f.port.done.size(), 1u);
 	cr_assert_eq(f.port.done[0].err, FI_EIO);
