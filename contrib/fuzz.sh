@@ -18,7 +18,7 @@ set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 src=$top/prov/efa/fuzz
 cxx=${CXX_FUZZ:-clang++}
-all="fuzz_rdm_pkt fuzz_rdm_handshake fuzz_rdm_stream fuzz_sim_wire fuzz_v4_pkt"
+all="fuzz_rdm_handshake fuzz_rdm_stream fuzz_sim_wire fuzz_v4_pkt"
 harnesses=${FUZZ_HARNESSES:-$all}
 inc="-I$top/prov/efa/src -I$top/prov/efa/sim -I$src"
 
@@ -49,7 +49,6 @@ echo "fuzz.sh: $cxx, $secs s per harness, work directory $dir"
 # The largest input worth trying: a packet the device can carry.
 max_len() {
 	case $1 in
-	fuzz_rdm_pkt) echo 8928 ;;          # the device MTU
 	fuzz_rdm_handshake) echo 256 ;;     # a handshake is 56 bytes
 	fuzz_rdm_stream) echo 16384 ;;      # several packets
 	fuzz_sim_wire) echo 32880 ;;        # header + WRITE body + one segment

@@ -19,12 +19,15 @@
 #    without ours, FI_EFA_ENABLE_SHM_TRANSFER=0 so traffic goes through the device) runs
 #    our fabtests suites, efa-direct (run_suite.sh) and efa (run_suite_rdm.sh), with our
 #    programs built against 2.6. A program skipped for a capability upstream's provider
-#    does not offer is listed. And efa-direct on the wire: fi_pingpong between
-#    upstream's provider and ours, both directions, data checked; on the efa fabric, whose
-#    protocols differ, fi_pingpong both ways must fail cleanly: ours refuses, neither
-#    side aborts (protocol.md 12.1-12.2). Programs that do not pass there are listed below with the
-#    reason (KNOWN_UPSTREAM); one that fails and is not listed, or is listed and passes,
-#    fails this script, so the list stays true.
+#    does not offer is listed. On the wire: fi_pingpong between upstream's provider and
+#    ours, both directions, data checked, on efa-direct and on the efa fabric (both speak
+#    EFA RDM protocol v4, protocol.md); then the interop matrix (fabtests/
+#    run_interop_v4.sh: our RDM programs with one process on each provider, both
+#    directions, plain, under faults and on the older-device profiles), and Open MPI with
+#    mixed providers (contrib/mpi/run_mpi_mixed.sh: 4 ranks, two on each). Programs that do
+#    not pass on upstream's provider are listed below with the reason (KNOWN_UPSTREAM);
+#    one that fails and is not listed, or is listed and passes, fails this script, so the
+#    list stays true.
 #
 # LIBFABRIC2_DIR: the work directory (default: a new one under ${TMPDIR:-/tmp}, removed
 # afterwards unless LIBFABRIC2_KEEP=1). Exit status: 0 all good, 1 a step failed, 77 the
@@ -175,16 +178,16 @@ case " $parts " in
 		done
 		[ -n "$passed" ] || { echo "FAIL: no program of $1 passed on upstream's provider"; status=1; }
 	}
-	# On the wire with upstream: efa-direct (plain SRD sends) in both directions, data
-	# checked (fi_pingpong -c); the client starts when the server listens.
-	pingpong() { # name, server FI_PROVIDER_PATH, client FI_PROVIDER_PATH, port
+	# On the wire with upstream, in both directions, data checked (fi_pingpong -c); the
+	# client starts when the server listens.
+	pingpong() { # name, server FI_PROVIDER_PATH, client FI_PROVIDER_PATH, port, fabric
 		(
 			cd "$tree" || exit 1
 			export LD_LIBRARY_PATH="$prefix/lib" LD_PRELOAD="$tree/.libs/libefasim.so" \
 				EFASIM_SYSFS_DIR="$dir/sysfs" SYSFS_PATH="$dir/sysfs" FI_EFA_ENABLE_SHM_TRANSFER=0 \
 				FI_EFA_SIM=1 FI_EFA_SIM_PATH="$tree/.libs/libefasim.so" EFASIM_PORT_BASE=44000
 			shim=$tree/prov/efa/test/.libs/liblisten_notify.so
-			pp="$prefix/bin/fi_pingpong -p efa -f efa-direct -e rdm -I 20 -S all -c"
+			pp="$prefix/bin/fi_pingpong -p efa -f $5 -e rdm -I 20 -S all -c"
 			rm -f "$dir/ready"
 			mkfifo "$dir/ready" || exit 1
 			FI_PROVIDER_PATH=$2 LD_PRELOAD="$LD_PRELOAD $shim" LISTEN_NOTIFY_FD=9 timeout -k 5 120 \
@@ -202,66 +205,31 @@ case " $parts " in
 		) && echo "== $1: PASS" || { echo "FAIL: $1"; status=1; }
 	}
 	step "efa-direct on the wire between upstream's provider and ours (fi_pingpong -c)"
-	pingpong "efa-direct: upstream server, our client" "$dir/empty" "@$tree/.libs" 44100
-	pingpong "efa-direct: our server, upstream client" "@$tree/.libs" "$dir/empty" 44101
+	pingpong "efa-direct: upstream server, our client" "$dir/empty" "@$tree/.libs" 44100 efa-direct
+	pingpong "efa-direct: our server, upstream client" "@$tree/.libs" "$dir/empty" 44101 efa-direct
 
-	# The efa fabric across providers: the protocols differ (v4 and ours), so the job
-	# cannot work, but neither side may crash: our client asks first (protocol.md 12.2)
-	# and fails with FI_EHOSTUNREACH on upstream's v4 answer, upstream's server must not
-	# abort; our server fails upstream's client as a peer on its first v4 packet and sends
-	# it nothing, upstream's client must not abort. The process left waiting is stopped
-	# once the other side has done that (SIGTERM: status 143; an abort is 134).
-	mismatch() { # name, server FI_PROVIDER_PATH, client FI_PROVIDER_PATH, port, "client"|"server" (ours)
-		(
-			cd "$tree" || exit 1
-			export LD_LIBRARY_PATH="$prefix/lib" LD_PRELOAD="$tree/.libs/libefasim.so" \
-				EFASIM_SYSFS_DIR="$dir/sysfs" SYSFS_PATH="$dir/sysfs" FI_EFA_ENABLE_SHM_TRANSFER=0 \
-				FI_EFA_SIM=1 FI_EFA_SIM_PATH="$tree/.libs/libefasim.so" EFASIM_PORT_BASE=44000 \
-				FI_LOG_LEVEL=warn
-			shim=$tree/prov/efa/test/.libs/liblisten_notify.so
-			pp="$prefix/bin/fi_pingpong -p efa -f efa -e rdm -I 5 -S 64"
-			said="speaks RDM protocol version 4"
-			rm -f "$dir/ready" "$dir/mm-srv.out" "$dir/mm-cli.out"
-			mkfifo "$dir/ready" || exit 1
-			FI_PROVIDER_PATH=$2 LD_PRELOAD="$LD_PRELOAD $shim" LISTEN_NOTIFY_FD=9 timeout -k 5 120 \
-				$pp -B "$4" > "$dir/mm-srv.out" 2>&1 9> "$dir/ready" &
-			srv=$!
-			read -r _ < "$dir/ready" || { wait $srv; cat "$dir/mm-srv.out"; exit 1; }
-			touch "$dir/mm-cli.out"
-			FI_PROVIDER_PATH=$3 timeout -k 5 120 $pp -P "$4" 127.0.0.1 > "$dir/mm-cli.out" 2>&1 &
-			cli=$!
-			if [ "$5" = client ]; then
-				wait $cli
-				crc=$?
-				kill $srv 2> /dev/null
-				wait $srv 2> /dev/null
-				src=$?
-				ok=1
-				[ $crc != 0 ] && grep -q "$said" "$dir/mm-cli.out" || ok=0
-				[ $src = 143 ] || [ $src = 124 ] || ok=0
-			else
-				# Our server's warning is the event; the upstream client is then stopped.
-				timeout 60 tail -n +1 -f "$dir/mm-srv.out" | grep -q -m 1 "$said"
-				kill $cli 2> /dev/null
-				wait $cli 2> /dev/null
-				crc=$?
-				kill $srv 2> /dev/null
-				wait $srv 2> /dev/null
-				src=$?
-				ok=1
-				grep -q "$said" "$dir/mm-srv.out" || ok=0
-				[ $crc = 143 ] || [ $crc = 124 ] || ok=0
-			fi
-			grep -q "Deprecated packet type\|invalid protocol version" "$dir/mm-srv.out" "$dir/mm-cli.out" && ok=0
-			[ $ok = 1 ] && exit 0
-			echo "client $crc, server $src"
-			tail -n 5 "$dir/mm-srv.out" "$dir/mm-cli.out"
-			exit 1
-		) && echo "== $1: PASS" || { echo "FAIL: $1"; status=1; }
+	# The efa fabric: both speak EFA RDM protocol v4 (protocol.md).
+	step "efa fabric (protocol v4) on the wire between upstream's provider and ours (fi_pingpong -c)"
+	pingpong "efa: upstream server, our client" "$dir/empty" "@$tree/.libs" 44102 efa
+	pingpong "efa: our server, upstream client" "@$tree/.libs" "$dir/empty" 44103 efa
+
+	# The interop matrix: our RDM programs, one process on each provider, both
+	# directions, plain, under faults and on the older-device profiles.
+	step "interop matrix: upstream's efa provider against ours (fabtests/run_interop_v4.sh)"
+	(cd "$tree" && abs_top_builddir="$tree" fabtests/run_interop_v4.sh "$prefix") > "$dir/interop.out" 2>&1 || {
+		status=1
+		echo "FAIL: the interop matrix"
 	}
-	step "efa fabric between upstream's provider and ours: refused cleanly on both sides"
-	mismatch "efa: upstream server, our client (asks, fails with FI_EHOSTUNREACH)" "$dir/empty" "@$tree/.libs" 44102 client
-	mismatch "efa: our server, upstream client (fails the peer, sends nothing)" "@$tree/.libs" "$dir/empty" 44103 server
+	sed -n '/^== interop matrix/,$p' "$dir/interop.out"
+	grep -E '^  FAIL|FAIL at' "$dir/interop.out" | head -n 20
+	step "Open MPI with mixed providers: ranks 0-1 upstream's efa, 2-3 ours (contrib/mpi/run_mpi_mixed.sh)"
+	(cd "$tree" && abs_top_builddir="$tree" abs_top_srcdir="$tree" contrib/mpi/run_mpi_mixed.sh "$prefix") \
+		> "$dir/mixed.out" 2>&1
+	case $? in
+	0) grep -E '^--- PASS|^  ranks on|^=== MPI' "$dir/mixed.out" ;;
+	77) grep '^SKIP' "$dir/mixed.out" ;;
+	*) status=1; grep -v '^  |' "$dir/mixed.out" | tail -n 20; echo "FAIL: Open MPI with mixed providers" ;;
+	esac
 
 	step "upstream's efa provider (libfabric 2.6) on the software device: efa-direct"
 	run_upstream run_suite.sh efa-direct

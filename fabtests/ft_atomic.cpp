@@ -368,9 +368,22 @@ int main(int argc, char **argv)
 	parse_options(argc, argv, "every valid atomic operation and datatype, results verified");
 	Fabric fab(FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
 	Ctl ctl;
+	fab.agree(ctl); /* the limits both sides share (two providers: EFA_FT_INTEROP) */
 	Endpoint ep(fab, ep_spec(fab));
 	fi_addr_t peer = ctl.exchange_names(fab, ep);
 	Table mine = query(fab, ep);
+	/* Both sides' counts: equal on one provider (the server checks it below); a pair on
+	 * two providers (EFA_FT_INTEROP=1) uses the smaller of each. */
+	ctl.send(&mine, sizeof mine);
+	Table theirs;
+	ctl.recv(&theirs, sizeof theirs);
+	if (interop()) {
+		for (int k = 0; k < N_KIND; k++)
+			for (int op = 0; op < n_op; op++)
+				for (int d = 0; d < n_dt; d++)
+					mine.count[k][op][d] = std::min(mine.count[k][op][d], theirs.count[k][op][d]);
+		theirs = mine;
+	}
 	int n_valid = 0;
 	std::string per_kind;
 	for (int k = 0; k < N_KIND; k++) {
@@ -384,7 +397,6 @@ int main(int argc, char **argv)
 	}
 
 	if (opts.client) {
-		ctl.send(&mine, sizeof mine);
 		RemoteMr rmr = ctl.recv_mr();
 		Buffer local(fab, 3 * slot_size + 4096, FI_READ | FI_WRITE);
 		uint8_t *src = local.data(), *cmp = src + slot_size, *res = cmp + slot_size;
@@ -476,8 +488,6 @@ int main(int argc, char **argv)
 	}
 
 	/* server: the target */
-	Table theirs;
-	ctl.recv(&theirs, sizeof theirs);
 	for (int k = 0; k < N_KIND; k++)
 		for (int op = 0; op < n_op; op++)
 			for (int d = 0; d < n_dt; d++)

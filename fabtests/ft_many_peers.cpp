@@ -58,6 +58,7 @@ int main(int argc, char **argv)
 		return fab.cq_data((reply ? 0x7700000000000000ull : 0x5500000000000000ull) + uint64_t(r));
 	};
 	Ctl ctl;
+	fab.agree(ctl); /* the limits both sides share (two providers: EFA_FT_INTEROP) */
 
 	if (opts.client) {
 		Cq shared_tx(fab, cq_spec(fab), "shared tx cq"), shared_rx(fab, cq_spec(fab), "shared rx cq");

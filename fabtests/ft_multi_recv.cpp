@@ -65,6 +65,7 @@ int main(int argc, char **argv)
 	Fabric fab(FI_MSG | FI_SEND | FI_RECV | FI_MULTI_RECV, FI_SOURCE);
 	request_order(fab, FI_ORDER_SAS);
 	Ctl ctl;
+	fab.agree(ctl); /* the limits both sides share (two providers: EFA_FT_INTEROP) */
 	const bool cq_data = fab.cq_data_size() > 0;
 	EpSpec spec = ep_spec(fab);
 	spec.before_enable = [](fid_ep *e) {

@@ -114,6 +114,7 @@ int main(int argc, char **argv)
 	Fabric fab(FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MSG |
 		   FI_SEND | FI_RECV);
 	Ctl ctl;
+	fab.agree(ctl); /* the limits both sides share (two providers: EFA_FT_INTEROP) */
 	Endpoint ep(fab, ep_spec(fab));
 	fi_addr_t peer = ctl.exchange_names(fab, ep);
 	std::vector<Case> cases = plan(fab);

@@ -105,6 +105,7 @@ int main(int argc, char **argv)
 		     "(FI_EFA_RX_PKT_POOL_SIZE) (the provider is %s)",
 		     fab.prov_label());
 	Ctl ctl;
+	fab.agree(ctl); /* the limits both sides share (two providers: EFA_FT_INTEROP) */
 	Endpoint ep(fab, ep_spec(fab));
 	fi_addr_t peer = ctl.exchange_names(fab, ep);
 	Buffer buf(fab, size_t(n + 1) * kLen);

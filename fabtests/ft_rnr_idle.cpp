@@ -48,6 +48,7 @@ int main(int argc, char **argv)
 		FT_CALL(fi_setopt(&e->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_RNR_RETRY, &retry, sizeof retry));
 	};
 	Ctl ctl;
+	fab.agree(ctl); /* the limits both sides share (two providers: EFA_FT_INTEROP) */
 	Endpoint ep(fab, spec);
 	fi_addr_t peer = ctl.exchange_names(fab, ep);
 	Buffer buf(fab, (n + 1) * kLen);

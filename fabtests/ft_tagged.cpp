@@ -48,6 +48,7 @@
 #include "common/ft_rdm.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -720,6 +721,7 @@ int main(int argc, char **argv)
 	Fabric fab(FI_TAGGED | FI_SEND | FI_RECV, FI_DIRECTED_RECV | FI_SOURCE);
 	request_order(fab, FI_ORDER_SAS);
 	Ctl ctl;
+	fab.agree(ctl); /* the limits both sides share (two providers: EFA_FT_INTEROP) */
 	Endpoint ep(fab, ep_spec(fab));
 	std::unique_ptr<Endpoint> ep_b;
 	fi_addr_t peer = FI_ADDR_NOTAVAIL, peer_b = FI_ADDR_NOTAVAIL;
@@ -736,14 +738,16 @@ int main(int argc, char **argv)
 
 	std::vector<size_t> sizes{0,	 1,	63,    64,    4095,	4096,	   8191,
 				  8192, 8193, 65535, 65536, 65537, 1u << 20, 4u << 20};
-	/* The provider's own boundaries: the inject size and the link MTU (one packet), each
-	 * +-1, and the read-based protocol's threshold (1 MiB, the efa default) -1. */
+	/* The providers' own boundaries: the inject size and the link MTU (one packet), each
+	 * +-1, and the read-based protocol's threshold (1 MiB, the efa default) -1. Both
+	 * sides' (they may run different providers): each sends its own, takes the peer's. */
 	const fi_info *fi = fab.info();
-	const size_t inject = fi->tx_attr->inject_size;
-	const size_t mtu = fi->nic && fi->nic->link_attr ? fi->nic->link_attr->mtu : 0;
-	for (size_t b : {inject, mtu})
-		if (b > 1)
-			sizes.insert(sizes.end(), {b - 1, b, b + 1});
+	const uint64_t own[2] = {fi->tx_attr->inject_size, fi->nic && fi->nic->link_attr ? fi->nic->link_attr->mtu : 0};
+	ctl.put(own);
+	const auto theirs = ctl.get<std::array<uint64_t, 2>>();
+	for (uint64_t b : {own[0], own[1], theirs[0], theirs[1]})
+		if (b > 1 && b < (1u << 30))
+			sizes.insert(sizes.end(), {size_t(b) - 1, size_t(b), size_t(b) + 1});
 	sizes.push_back((1u << 20) - 1);
 	std::sort(sizes.begin(), sizes.end());
 	sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());

@@ -80,6 +80,7 @@ int main(int argc, char **argv)
 	Fabric fab(FI_TAGGED | FI_MSG | FI_SEND | FI_RECV, FI_SOURCE);
 	request_order(fab, FI_ORDER_SAS);
 	Ctl ctl;
+	fab.agree(ctl); /* the limits both sides share (two providers: EFA_FT_INTEROP) */
 	Endpoint ep(fab, ep_spec(fab));
 	fi_addr_t peer = ctl.exchange_names(fab, ep);
 	const bool src = fab.has(FI_SOURCE);

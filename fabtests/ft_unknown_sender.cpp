@@ -92,6 +92,7 @@ int main(int argc, char **argv)
 	request_order(fab, FI_ORDER_SAS);
 	const bool sas = has_order(fab, FI_ORDER_SAS);
 	Ctl ctl;
+	fab.agree(ctl); /* the limits both sides share (two providers: EFA_FT_INTEROP) */
 	Endpoint ep(fab, ep_spec(fab));
 	Buffer buf(fab, size_t(K) * kMax);
 	if (!fab.has(FI_SOURCE))

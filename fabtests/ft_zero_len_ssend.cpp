@@ -119,6 +119,7 @@ int main(int argc, char **argv)
 	Fabric fab(FI_TAGGED | FI_SEND | FI_RECV, FI_SOURCE);
 	request_order(fab, FI_ORDER_SAS);
 	Ctl ctl;
+	fab.agree(ctl); /* the limits both sides share (two providers: EFA_FT_INTEROP) */
 	const bool sas = has_order(fab, FI_ORDER_SAS);
 	const bool cq_data = fab.cq_data_size() > 0;
 	EpSpec spec = ep_spec(fab);

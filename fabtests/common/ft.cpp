@@ -52,6 +52,15 @@ const char *role()
 	return opts.server ? "server" : opts.client ? "client" : "-";
 }
 
+bool interop()
+{
+	static const bool on = [] {
+		const char *v = getenv("EFA_FT_INTEROP");
+		return v && !strcmp(v, "1");
+	}();
+	return on;
+}
+
 void parse_options(int argc, char **argv, const char *purpose)
 {
 	const char *slash = strrchr(argv[0], '/');

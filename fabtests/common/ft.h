@@ -52,6 +52,10 @@ extern Options opts;
 
 /* Parses the common options; exits 2 with the usage on a bad command line. */
 void parse_options(int argc, char **argv, const char *purpose);
+/* EFA_FT_INTEROP=1: the two processes run different providers (contrib/libfabric2.sh's
+ * interop matrix): what each side chooses from its provider's attributes is agreed with
+ * the peer (Fabric::agree, mr_mode, ft_atomic's counts) so that both take the same steps. */
+bool interop();
 
 /* "server" or "client", for messages. */
 const char *role();

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /* fi_getinfo with the tests' hints; the fabric, domain and AV. */
 #include "ft_fabric.h"
+#include "ft_channel.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -160,6 +161,16 @@ bool known_broken(const Fabric &fab, const char *check)
 		}
 	}
 	return false;
+}
+
+void Fabric::agree(Oob &ctl)
+{
+	const uint64_t own[2] = {inject_size(), cq_data_size()};
+	ctl.send(own, sizeof own);
+	uint64_t theirs[2];
+	ctl.recv(theirs, sizeof theirs);
+	inject_cap_ = size_t(std::min(own[0], theirs[0]));
+	cq_data_cap_ = size_t(std::min(own[1], theirs[1]));
 }
 
 uint64_t Fabric::cq_data(uint64_t v) const

@@ -11,11 +11,15 @@
 
 #include "ft.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
 namespace ft {
+
+class Oob;
 
 /* Owns one fid and closes it (checking the result) when it goes. Children are closed
  * before parents by declaring them after their parents. */
@@ -75,14 +79,20 @@ public:
 	bool is_upstream_efa() const;
 	/* The provider as the KNOWN DEVIATION tables name it: "efa (upstream)" or prov_name(). */
 	const char *prov_label() const { return is_upstream_efa() ? "efa (upstream)" : prov_name(); }
-	uint64_t mr_mode() const { return uint64_t(info_->domain_attr->mr_mode); }
+	/* With interop() FI_MR_LOCAL is added: the program then passes descriptors
+	 * everywhere, as it does for a provider that requires them, so that both processes
+	 * take the same steps. */
+	uint64_t mr_mode() const { return uint64_t(info_->domain_attr->mr_mode) | (interop() ? FI_MR_LOCAL : 0); }
 	bool virt_addr() const { return mr_mode() & FI_MR_VIRT_ADDR; }
 	bool rx_cq_data() const { return info_->mode & FI_RX_CQ_DATA; }
-	size_t inject_size() const { return info_->tx_attr->inject_size; }
+	size_t inject_size() const { return std::min<size_t>(info_->tx_attr->inject_size, inject_cap_); }
 	size_t max_msg_size() const { return info_->ep_attr->max_msg_size; }
 	size_t tx_iov_limit() const { return info_->tx_attr->iov_limit; }
 	size_t rx_iov_limit() const { return info_->rx_attr->iov_limit; }
-	size_t cq_data_size() const { return info_->domain_attr->cq_data_size; }
+	size_t cq_data_size() const { return std::min<size_t>(info_->domain_attr->cq_data_size, cq_data_cap_); }
+	/* The limits a pair on two providers shares: each side sends its own inject size and
+	 * CQ data size and takes the smaller of both (also harmless on one provider). */
+	void agree(Oob &ctl);
 	/* Bytes every send and receive buffer starts with under FI_MSG_PREFIX, else 0. */
 	size_t msg_prefix() const
 	{
@@ -99,6 +109,8 @@ public:
 	void remove(fi_addr_t addr) const;
 
 private:
+	size_t inject_cap_ = SIZE_MAX;
+	size_t cq_data_cap_ = SIZE_MAX;
 	InfoPtr info_;
 	Fid<fid_fabric> fabric_{"fabric"};
 	Fid<fid_domain> domain_{"domain"};

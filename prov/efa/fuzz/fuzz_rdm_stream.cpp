@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * A stream of packets from one peer through parse() and, for ordered REQs, the reorder
+ * A stream of packets from one peer through v4::parse() and, for ordered REQs, the reorder
  * buffer as Ep::ordered_req drives it (classify, accept, then pop until null; docs/
- * protocol.md section 7). Input: window exponent (1 byte), first expected id (4 bytes),
+ * protocol.md section 6). Input: window exponent (1 byte), first expected id (4 bytes),
  * then packets, each a 2-byte length and its bytes.
  *
  * Checked against a model: ids come out consecutively from the first expected id, each
@@ -57,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		data += len;
 		size -= len;
 		Parsed pk;
-		if (parse(buf.get(), len, pk) != ParseError::None || !is_ordered(pk.type))
+		if (v4::parse(buf.get(), len, pk) != v4::Error::None || !is_ordered(pk))
 			continue;
 		const uint32_t id = msg_id_of(pk);
 		const auto verdict = rob.classify(id);

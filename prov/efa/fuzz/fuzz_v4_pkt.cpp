@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * efa::rdm::v4::parse() on one received packet (docs/protocol-v4.md). For an accepted
+ * efa::rdm::v4::parse() on one received packet (docs/protocol.md). For an accepted
  * packet: every pointer in Packet lies inside the packet, the pieces follow each other
  * in the protocol's order (mandatory header, RMA iovs, raw address, CQ data, connid,
  * read iovs, data) and end with it (or, for a packet whose header names its data's

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * Writes the seed corpora (prov/efa/fuzz/corpus/<harness>/): valid packets of every
- * type, built with the provider's own PktWriter (RDM), its protocol v4 Writer, and the
- * device's wire structs (efasim), with and without their optional headers. contrib/fuzz.sh --seeds runs it;
+ * type, built with the provider's protocol v4 Writer and the device's wire structs
+ * (efasim), with and without their optional headers. contrib/fuzz.sh --seeds runs it;
  * its output is committed.
  */
 #include "rdm/pkt.h"
@@ -46,205 +46,105 @@ efa::RawAddr addr(uint16_t qpn, uint32_t qkey)
 
 constexpr uint32_t kConn = 0x1234;
 
-/* One packet: the fixed header H of `type`, optional headers per `flags`, `niov` iovs of
- * iov_len bytes, `payload` bytes; fill() sets the header's own fields. */
-template <typename H, typename F>
-Bytes build(PktType type, uint16_t flags, uint32_t niov, uint64_t iov_len, size_t payload, F fill)
+/* An ordered REQ of v4 with message id `id`, of kind k % 6: EAGER (untagged, tagged,
+ * delivery complete), MEDIUM, WRITE_RTA, EXT_VOID; every one checked by v4::parse. */
+Bytes ordered(size_t k, uint32_t id)
 {
-	alignas(8) uint8_t buf[4096];
-	PktWriter w(buf, sizeof buf);
-	H *h = w.header<H>(type, kConn, flags);
-	fill(*h);
-	if (flags & kFlagRawAddr)
+	namespace v4 = efa::rdm::v4;
+	Bytes b(256);
+	v4::Writer w(b.data(), b.size());
+	const v4::RmaIov iov{0x10000, 8, 0x33};
+	switch (k % 6) {
+	case 0:
+		w.header<v4::EagerRtm>(v4::Type::EagerMsgRtm, v4::kFlagConnId)->r.msg_id = id;
+		w.connid(kConn);
+		w.bytes("eager", 5);
+		break;
+	case 1:
+		w.header<v4::EagerRtm>(v4::Type::EagerTagRtm, v4::kReqRawAddr)->r.msg_id = id;
+		w.u64(0x77);
 		w.raw_addr(addr(7, kConn));
-	if (flags & kFlagCqData)
+		w.bytes("tagged", 6);
+		break;
+	case 2: {
+		v4::DcEagerRtm *h = w.header<v4::DcEagerRtm>(v4::Type::DcEagerMsgRtm, v4::kFlagConnId | v4::kReqCqData);
+		h->r.msg_id = id;
+		h->send_id = 9;
 		w.cq_data(0xc0ffee);
-	for (uint32_t i = 0; i < niov; i++)
-		w.bytes(&(const RmaIov &)RmaIov{0x10000 + i * iov_len, iov_len, 0x55 + i}, sizeof(RmaIov));
-	if (uint8_t *p = static_cast<uint8_t *>(w.reserve(payload)))
-		for (size_t i = 0; i < payload; i++)
-			p[i] = uint8_t(i * 7);
+		w.connid(kConn);
+		w.bytes("dc", 2);
+		break;
+	}
+	case 3: {
+		v4::MediumRtm *h = w.header<v4::MediumRtm>(v4::Type::MediumMsgRtm, v4::kFlagConnId);
+		h->r.msg_id = id;
+		h->msg_length = 20;
+		h->seg_offset = 10;
+		w.connid(kConn);
+		w.bytes("0123456789", 10);
+		break;
+	}
+	case 4: {
+		v4::Rta *h = w.header<v4::Rta>(v4::Type::WriteRta, v4::kFlagConnId);
+		h->msg_id = id;
+		h->rma_iov_count = 1;
+		h->atomic_datatype = 7; /* FI_UINT64 */
+		h->atomic_op = 2;	/* FI_SUM */
+		w.iovs(&iov, 1);
+		w.connid(kConn);
+		w.u64(1);
+		break;
+	}
+	default: {
+		v4::ExtVoid *h = w.header<v4::ExtVoid>(v4::Type::ExtVoid, v4::kFlagConnId);
+		h->connid = kConn;
+		h->msg_id = id;
+		h->count = 1;
+		break;
+	}
+	}
+	b.resize(w.size());
 	Parsed pk;
-	if (!w.ok() || parse(buf, w.size(), pk) != ParseError::None) {
-		std::fprintf(stderr, "gen_corpus: built an invalid %s (%s)\n", pkt_type_name(type),
-			     parse_error_str(parse(buf, w.size(), pk)));
+	if (!w.ok() || v4::parse(b.data(), b.size(), pk) != v4::Error::None || !is_ordered(pk) || msg_id_of(pk) != id) {
+		std::fprintf(stderr, "gen_corpus: built an invalid ordered packet of kind %zu\n", k % 6);
 		std::exit(1);
 	}
-	return Bytes(buf, buf + w.size());
+	return b;
 }
 
-const char *flag_suffix(uint16_t f)
-{
-	switch (f & (kFlagRawAddr | kFlagCqData)) {
-	case kFlagRawAddr: return "_raw";
-	case kFlagCqData: return "_cq";
-	case kFlagRawAddr | kFlagCqData: return "_raw_cq";
-	default: return "";
-	}
-}
-
-/* Every RDM type, valid; `id` is the message id of ordered REQs. */
-std::vector<std::pair<std::string, Bytes>> rdm_packets(uint32_t id, bool variants)
-{
-	std::vector<std::pair<std::string, Bytes>> v;
-	auto add = [&](std::string n, Bytes b) { v.emplace_back(std::move(n), std::move(b)); };
-	const uint16_t flag_sets[] = {0, kFlagRawAddr, kFlagCqData, kFlagRawAddr | kFlagCqData};
-	for (uint16_t f : flag_sets) {
-		if (!variants && f)
-			continue;
-		const std::string s = flag_suffix(f);
-		for (PktType t : {PktType::EagerMsg, PktType::EagerTag})
-			add(std::string(pkt_type_name(t)) + s,
-			    build<EagerHdr>(t, f, 0, 0, 48, [&](EagerHdr &h) {
-				    h.rtm.msg_id = id;
-				    h.rtm.seg_len = 48;
-				    h.rtm.tag = 0xabc;
-			    }));
-		for (PktType t : {PktType::MediumMsg, PktType::MediumTag})
-			add(std::string(pkt_type_name(t)) + s,
-			    build<MediumHdr>(t, f, 0, 0, 64, [&](MediumHdr &h) {
-				    h.rtm.msg_id = id;
-				    h.rtm.seg_len = 64;
-				    h.msg_len = 192;
-				    h.seg_off = 64;
-			    }));
-		for (PktType t : {PktType::LongCtsMsg, PktType::LongCtsTag})
-			add(std::string(pkt_type_name(t)) + s,
-			    build<LongCtsHdr>(t, f, 0, 0, 64, [&](LongCtsHdr &h) {
-				    h.rtm.msg_id = id;
-				    h.rtm.seg_len = 64;
-				    h.msg_len = 100000;
-				    h.send_id = 3;
-				    h.credits = 4;
-			    }));
-		for (PktType t : {PktType::LongReadMsg, PktType::LongReadTag})
-			add(std::string(pkt_type_name(t)) + s,
-			    build<LongReadHdr>(t, f, 2, 4096, 0, [&](LongReadHdr &h) {
-				    h.rtm.msg_id = id;
-				    h.msg_len = 8192;
-				    h.send_id = 5;
-				    h.iov_count = 2;
-			    }));
-		add(std::string("WRITE_REQ") + s, build<WriteReqHdr>(PktType::WriteReq, f, 2, 32, 64, [&](WriteReqHdr &h) {
-			    h.iov_count = 2;
-			    h.seg_len = 64;
-			    h.msg_len = 64;
-			    h.send_id = 6;
-		    }));
-		add(std::string("ATOMIC_REQ") + s, build<AtomicReqHdr>(PktType::AtomicReq, f, 1, 8, 16, [&](AtomicReqHdr &h) {
-			    h.msg_id = id;
-			    h.iov_count = 1;
-			    h.kind = uint8_t(AtomicKind::Compare);
-			    h.count = 1;
-		    }));
-	}
-	if (!variants) /* the stream harness needs only ordered REQs */
-		return v;
-	add("EAGER_MSG_void", build<EagerHdr>(PktType::EagerMsg, kFlagVoid, 0, 0, 0, [&](EagerHdr &h) {
-		    h.rtm.msg_id = id;
-		    h.rtm.tag = 3; /* a run of three refused ids */
-	    }));
-	add("EAGER_MSG_dc", build<EagerHdr>(PktType::EagerMsg, kFlagDeliveryComplete, 0, 0, 8, [&](EagerHdr &h) {
-		    h.rtm.msg_id = id;
-		    h.rtm.seg_len = 8;
-	    }));
-	add("READ_REQ", build<ReadReqHdr>(PktType::ReadReq, 0, 4, 1024, 0, [&](ReadReqHdr &h) {
-		    h.iov_count = 4;
-		    h.recv_id = 9;
-		    h.msg_len = 4096;
-		    h.window = 8192;
-	    }));
-	add("READ_REQ_raw", build<ReadReqHdr>(PktType::ReadReq, kFlagRawAddr, 1, 64, 0, [&](ReadReqHdr &h) {
-		    h.iov_count = 1;
-		    h.msg_len = 64;
-		    h.window = 64;
-	    }));
-	add("HANDSHAKE", build<HandshakeHdr>(PktType::Handshake, kFlagRawAddr, 0, 0, 0, [&](HandshakeHdr &h) {
-		    h.features = kFeatKnown;
-		    h.max_payload = 8928;
-		    h.rx_window = 16384;
-	    }));
-	add("CTS", build<CtsHdr>(PktType::Cts, 0, 0, 0, 0, [&](CtsHdr &h) {
-		    h.send_id = 3;
-		    h.recv_id = 4;
-		    h.window = 65536;
-	    }));
-	add("DATA", build<DataHdr>(PktType::Data, 0, 0, 0, 96, [&](DataHdr &h) {
-		    h.recv_id = 4;
-		    h.seg_len = 96;
-		    h.seg_off = 8192;
-	    }));
-	add("EOR", build<EorHdr>(PktType::Eor, 0, 0, 0, 0, [&](EorHdr &h) {
-		    h.send_id = 1;
-		    h.recv_id = 2;
-	    }));
-	add("RECEIPT", build<ReceiptHdr>(PktType::Receipt, 0, 0, 0, 0, [&](ReceiptHdr &h) {
-		    h.send_id = 1;
-		    h.msg_id = id;
-	    }));
-	add("READRSP", build<ReadRspHdr>(PktType::ReadRsp, 0, 0, 0, 40, [&](ReadRspHdr &h) {
-		    h.recv_id = 2;
-		    h.seg_len = 40;
-		    h.seg_off = 40;
-	    }));
-	add("ATOMRSP", build<RspHdr>(PktType::AtomRsp, 0, 0, 0, 8, [&](RspHdr &h) {
-		    h.recv_id = 2;
-		    h.seg_len = 8;
-	    }));
-	add("WRITE_DATA", build<WriteDataHdr>(PktType::WriteData, kFlagCqData, 0, 0, 0, [&](WriteDataHdr &h) {
-		    h.len = 4096;
-	    }));
-	add("ERROR", build<ErrorHdr>(PktType::Error, 0, 0, 0, 0, [&](ErrorHdr &h) {
-		    h.op_id = 1;
-		    h.msg_id = id;
-		    h.err = 14; /* FI_EFAULT-ish: any non-zero FI_E* */
-	    }));
-	return v;
-}
-
+/* HANDSHAKEs: ours (write_handshake), and v4 ones as other nodes send them. */
 void handshakes()
 {
-	struct {
-		const char *name;
-		uint64_t features;
-		uint32_t max_payload, rx_window;
-	} hs[] = {
-		{"all_features", kFeatKnown, 8928, 16384},
-		{"no_features", 0, 8928, 16384},
-		{"read_only_small_window", kFeatRdmaRead, 4096, 16},
-		{"write_unsol_big_window", kFeatRdmaWrite | kFeatUnsolicitedWriteRecv, 9000, 1u << 30},
-		{"future_bits", kFeatKnown | (1ull << 40), 256, 1024},
-		{"minimal_mtu", kFeatDeliveryComplete, sizeof(HandshakeHdr) + sizeof(efa::RawAddr), 64},
-	};
-	for (const auto &x : hs) {
-		const Bytes b = build<HandshakeHdr>(PktType::Handshake, kFlagRawAddr, 0, 0, 0, [&](HandshakeHdr &h) {
-			h.features = x.features;
-			h.max_payload = x.max_payload;
-			h.rx_window = x.rx_window;
-		});
+	namespace v4 = efa::rdm::v4;
+	const uint64_t ours = v4::kExtraRdmaRead | v4::kExtraDeliveryComplete | v4::kExtraConnIdHeader |
+			      v4::kExtraRdmaWrite | v4::kExtraUnsolicitedWriteRecv;
+	auto check = [](const char *name, const Bytes &b) {
 		Parsed pk;
 		HandshakeInfo info;
-		parse(b.data(), b.size(), pk);
-		if (decode_handshake(pk, info) != ParseError::None) {
-			std::fprintf(stderr, "gen_corpus: handshake %s does not decode\n", x.name);
+		if (v4::parse(b.data(), b.size(), pk) != v4::Error::None || pk.type != v4::Type::Handshake ||
+		    decode_handshake(pk, info) != v4::Error::None) {
+			std::fprintf(stderr, "gen_corpus: handshake %s does not decode\n", name);
 			std::exit(1);
 		}
-		save("fuzz_rdm_handshake", x.name, b);
+		save("fuzz_rdm_handshake", name, b);
+	};
+	for (uint64_t f : {ours, uint64_t(0), uint64_t(v4::kExtraDeliveryComplete)}) {
+		Bytes b(128);
+		b.resize(write_handshake(b.data(), b.size(), f, kConn));
+		check(f == ours ? "ours_all" : f ? "ours_dc" : "ours_none", b);
 	}
-	/* The protocol probe (section 12.2). */
-	efa::RawAddr self{};
-	self.gid[0] = 0xfe;
-	self.gid[1] = 0x80;
-	self.qpn = 12;
-	self.pad = efa::kRdmNameMark;
-	self.qkey = 0x12345678;
-	Bytes probe(kProbeLen);
-	efa::RawAddr from;
-	if (write_probe(probe.data(), probe.size(), self) != kProbeLen || !parse_probe(probe.data(), probe.size(), from)) {
-		std::fprintf(stderr, "gen_corpus: the probe does not parse\n");
-		std::exit(1);
-	}
-	save("fuzz_rdm_handshake", "probe", probe);
+	/* As upstream sends it: connid, host id and device version, no extension. */
+	Bytes b(128);
+	v4::Writer w(b.data(), b.size());
+	w.header<v4::Handshake>(v4::Type::Handshake, v4::kFlagConnId | v4::kHsHostId | v4::kHsDeviceVersion)->nextra_p3 = 5;
+	const uint64_t extra[2] = {v4::kExtraRdmaRead | v4::kExtraDeliveryComplete | v4::kExtraRunt | v4::kExtraReadNack,
+				   1ull << 3};
+	w.extra_info(extra, 2);
+	w.u64(kConn);
+	w.u64(0x1234abcd);
+	w.u64(0xefa0);
+	b.resize(w.size());
+	check("upstream_two_words", b);
 }
 
 /* Streams: window exponent, first id, then [u16 length, packet]... */
@@ -261,15 +161,15 @@ void streams()
 		}
 		return s;
 	};
-	auto pkt = [](size_t kind, uint32_t id) { return rdm_packets(id, false).at(kind % 10).second; };
+	auto pkt = [](size_t kind, uint32_t id) { return ordered(kind, id); };
 	/* In order; reversed; a gap then the fill; a wrap of the id space; duplicates and
 	 * past ids; medium segments sharing an id; one id beyond the window (overflow). */
-	save("fuzz_rdm_stream", "in_order", stream(0, 0, {pkt(0, 0), pkt(1, 1), pkt(2, 2), pkt(9, 3)}));
+	save("fuzz_rdm_stream", "in_order", stream(0, 0, {pkt(0, 0), pkt(1, 1), pkt(2, 2), pkt(5, 3)}));
 	save("fuzz_rdm_stream", "reversed", stream(0, 0, {pkt(0, 3), pkt(0, 2), pkt(0, 1), pkt(0, 0)}));
-	save("fuzz_rdm_stream", "gap_fill", stream(1, 100, {pkt(0, 101), pkt(2, 105), pkt(0, 100), pkt(4, 102), pkt(5, 104), pkt(6, 103)}));
+	save("fuzz_rdm_stream", "gap_fill", stream(1, 100, {pkt(0, 101), pkt(2, 105), pkt(0, 100), pkt(4, 102), pkt(5, 104), pkt(1, 103)}));
 	save("fuzz_rdm_stream", "wrap", stream(0, 0xfffffffe, {pkt(0, 0xffffffff), pkt(0, 0), pkt(0, 0xfffffffe), pkt(0, 1)}));
 	save("fuzz_rdm_stream", "dups_and_past", stream(0, 10, {pkt(0, 10), pkt(0, 10), pkt(0, 9), pkt(0, 12), pkt(0, 12), pkt(0, 11)}));
-	save("fuzz_rdm_stream", "medium_chain", stream(0, 5, {pkt(2, 6), pkt(2, 6), pkt(3, 7), pkt(2, 5), pkt(2, 5)}));
+	save("fuzz_rdm_stream", "medium_chain", stream(0, 5, {pkt(3, 6), pkt(3, 6), pkt(3, 7), pkt(3, 5), pkt(3, 5)}));
 	save("fuzz_rdm_stream", "overflow", stream(0, 0, {pkt(0, 40), pkt(0, 20), pkt(0, 1), pkt(0, 0)}));
 	std::vector<Bytes> many;
 	for (uint32_t i = 64; i-- > 0;)
@@ -469,6 +369,21 @@ void v4_packets()
 	emit("v4-eor", [&](v4::Writer &w) { w.header<v4::Eor>(v4::Type::Eor, v4::kFlagConnId)->send_id = 1; });
 	emit("v4-read-nack", [&](v4::Writer &w) { w.header<v4::ReadNack>(v4::Type::ReadNack, 0)->recv_id = 2; });
 	emit("v4-receipt", [&](v4::Writer &w) { w.header<v4::Receipt>(v4::Type::Receipt, 0)->msg_id = 3; });
+	emit("ext-error", [&](v4::Writer &w) {
+		v4::ExtError *h = w.header<v4::ExtError>(v4::Type::ExtError, v4::kFlagConnId);
+		h->op_id = 0x80000001;
+		h->err = 13;
+	});
+	emit("ext-write-data", [&](v4::Writer &w) {
+		v4::ExtWriteData *h = w.header<v4::ExtWriteData>(v4::Type::ExtWriteData, v4::kFlagConnId);
+		h->cq_data = 0xfeed;
+		h->length = 4096;
+	});
+	emit("ext-void", [&](v4::Writer &w) {
+		v4::ExtVoid *h = w.header<v4::ExtVoid>(v4::Type::ExtVoid, v4::kFlagConnId);
+		h->msg_id = 17;
+		h->count = 3;
+	});
 }
 
 int main(int argc, char **argv)
@@ -478,8 +393,6 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	g_root = argv[1];
-	for (auto &[name, b] : rdm_packets(42, true))
-		save("fuzz_rdm_pkt", name, b);
 	handshakes();
 	streams();
 	sim_wire();

@@ -10,10 +10,9 @@
  * Text form (fi_av_straddr): "fi_addr_efa://[<GID>]:<QPN>:<QKEY>"; node/service form
  * (fi_av_insertsvc, fi_getinfo): node = the GID in IPv6 text, service = "<QPN>:<QKEY>".
  *
- * The efa fabric's names carry kRdmNameMark in `pad` (upstream's are 0 there): "this
- * endpoint speaks this provider's RDM protocol". A peer whose address lacks it (upstream's,
- * or one made from text) is probed before anything of that protocol is sent to it
- * (docs/protocol.md section 12.2). The text forms do not carry it.
+ * `pad` and `reserved` are 0 in every name we give out, as in upstream's: upstream keys
+ * its AV (and the implicit AV of senders it learns from REQ raw address headers) by all
+ * 32 bytes, so a name must equal the raw address header our REQs carry, byte for byte.
  */
 #ifndef EFA_ADDR_H
 #define EFA_ADDR_H
@@ -38,9 +37,6 @@ struct RawAddr {
 static_assert(sizeof(RawAddr) == 32, "FI_ADDR_EFA is 32 bytes");
 
 inline constexpr size_t kAddrLen = sizeof(RawAddr);
-
-/* RawAddr::pad of an efa-fabric endpoint's name (see above). */
-inline constexpr uint16_t kRdmNameMark = 0xefa1;
 
 /* "fi_addr_efa://[fe80::...]:12:305419896" */
 std::string addr_to_string(const RawAddr &a);

@@ -50,9 +50,9 @@
 	  "The peer's device lacks a feature this operation needs (for example RDMA write on an older "     \
 	  "generation)")                                                                                    \
 	X(4160, PEER_PROTOCOL_MISMATCH, FI_EHOSTUNREACH,                                                    \
-	  "The peer speaks another RDM protocol (libfabric's own efa provider speaks EFA RDM protocol v4, " \
-	  "this provider its own version 1): run the same efa provider on both sides, or use the "          \
-	  "efa-direct fabric, which both speak")                                                            \
+	  "The peer speaks another RDM protocol than EFA RDM protocol v4 (which this provider and "         \
+	  "libfabric's own efa provider speak; an older build of this provider spoke version 1): run a "    \
+	  "v4 provider on every node")                                                                      \
 	X(4161, PEER_REMOVED, FI_ECANCELED,                                                                 \
 	  "The peer was removed from the address vector (fi_av_remove) while this operation waited on it")  \
 	X(4162, PEER_REPLACED, FI_EHOSTUNREACH,                                                             \

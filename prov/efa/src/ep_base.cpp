@@ -198,7 +198,6 @@ int EpBase::getname(void *addr, size_t *addrlen) const
 	RawAddr a{};
 	std::memcpy(a.gid, dom->dev->gid().raw, 16);
 	a.qpn = uint16_t(qp.qpn());
-	a.pad = name_mark;
 	a.qkey = qkey;
 	std::memcpy(addr, &a, kAddrLen);
 	return 0;

@@ -46,7 +46,6 @@ struct EpBase {
 	uint64_t tx_op_flags = 0;
 	uint64_t rx_op_flags = 0;
 	uint32_t qkey = 0;
-	uint16_t name_mark = 0; /* RawAddr::pad of our name (kRdmNameMark on the efa fabric) */
 	verbs::Qp qp;
 
 	bool tx_completion(uint64_t flags) const { return !tx_selective || (flags & FI_COMPLETION); }

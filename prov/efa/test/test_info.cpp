@@ -404,7 +404,7 @@ Test(info, prototype_of_the_efa_fabric)
 	cr_assert_gt(i->tx_attr->inject_size, 32u, "an eager packet, not the device's inline size");
 	cr_assert_leq(i->tx_attr->inject_size, 4096u);
 	cr_assert_gt(i->ep_attr->max_order_waw_size, 0u);
-	cr_assert_eq(i->ep_attr->protocol_version, 1u);
+	cr_assert_eq(i->ep_attr->protocol_version, 4u, "EFA RDM protocol v4");
 	fi_freeinfo(i);
 }
 

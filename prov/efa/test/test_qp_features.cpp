@@ -340,8 +340,9 @@ uint64_t rdm_write_data()
 } // namespace
 
 /* The QP has unsolicited write receive by default, but the efa fabric never writes with
- * immediate: remote CQ data comes in a WRITE_DATA packet, which lands in a receive
- * packet holding a CQ entry (protocol.md section 9; test_cq_bound). */
+ * immediate to such a QP of a peer of ours: remote CQ data comes in an EXT_WRITE_DATA
+ * packet, which lands in a receive packet holding a CQ entry (protocol.md section
+ * 8; test_cq_bound). */
 Test(qp_features, rdm_unsolicited_write_recv_is_on_by_default, .fini = close_world)
 {
 	open_world("efa", FI_CONTEXT | FI_CONTEXT2);

@@ -62,16 +62,14 @@ private:
 	int saved_ = -1;
 };
 
-/* An RDM packet written with the provider's own writer. */
+/* A protocol v4 packet written with the provider's own writer: the mandatory header H
+ * (fill() sets its fields), then `payload` bytes. */
 template <typename H, typename F>
-std::vector<uint8_t> rdm_packet(efa::rdm::PktType type, uint32_t conn, uint16_t flags, const efa::RawAddr *ra,
-				size_t payload, F fill)
+std::vector<uint8_t> rdm_packet(efa::rdm::v4::Type type, uint16_t flags, size_t payload, F fill)
 {
 	alignas(8) uint8_t buf[512];
-	efa::rdm::PktWriter w(buf, sizeof buf);
-	fill(*w.header<H>(type, conn, flags));
-	if (ra)
-		w.raw_addr(*ra);
+	efa::rdm::v4::Writer w(buf, sizeof buf);
+	fill(*w.header<H>(type, flags));
 	if (void *p = w.reserve(payload))
 		std::memset(p, 0x33, payload);
 	cr_assert(w.ok());
@@ -90,8 +88,8 @@ TestSuite(objects_wire, .init = [] {
 /*
  * Packets an efa endpoint must not trust, delivered by the device as SENDs from a QP the
  * endpoint never heard of (a UDP socket speaking the device's wire format, whose address
- * matches the GID/QPN it claims): too short, another protocol version, an EAGER whose
- * length lies, and a HANDSHAKE with an impossible MTU and window. Each is dropped and
+ * matches the GID/QPN it claims): too short, another protocol version, a MEDIUM segment
+ * beyond its message, and a HANDSHAKE whose extra_info count is impossible. Each is dropped and
  * counted (the endpoint's closing line says how many), the user is told once what to do,
  * and the endpoint then receives a real message intact.
  */
@@ -120,25 +118,16 @@ Test(objects_wire, malformed_packets_are_dropped_counted_and_logged_once)
 	cr_assert_eq(getsockname(s, reinterpret_cast<sockaddr *>(&me), &ml), 0);
 	cr_assert_gt(ntohs(me.sin_port), base);
 	const uint16_t my_qpn = uint16_t(ntohs(me.sin_port) - base);
-	efa::RawAddr mine = ea; /* same device: same GID */
-	mine.qpn = my_qpn;
-	mine.qkey = 0x4242;
 
 	using namespace efa::rdm;
 	std::vector<std::vector<uint8_t>> bad;
-	bad.push_back(std::vector<uint8_t>(5, 0x01));
-	bad.push_back(rdm_packet<EagerHdr>(PktType::EagerMsg, mine.qkey, 0, nullptr, 8, [](EagerHdr &h) {
-		h.rtm.seg_len = 8;
-		h.rtm.base.version = 9;
+	bad.push_back(std::vector<uint8_t>{uint8_t(Type::EagerMsgRtm), v4::kVersion, 0});
+	bad.push_back(rdm_packet<v4::EagerRtm>(Type::EagerMsgRtm, 0, 8, [](v4::EagerRtm &h) { h.r.b.version = 9; }));
+	bad.push_back(rdm_packet<v4::MediumRtm>(Type::MediumMsgRtm, 0, 8, [](v4::MediumRtm &h) {
+		h.msg_length = 100;
+		h.seg_offset = 96; /* 8 bytes from 96 end past 100 */
 	}));
-	bad.push_back(rdm_packet<EagerHdr>(PktType::EagerMsg, mine.qkey, 0, nullptr, 8, [](EagerHdr &h) {
-		h.rtm.seg_len = 4000; /* more than it carries */
-	}));
-	bad.push_back(rdm_packet<HandshakeHdr>(PktType::Handshake, mine.qkey, kFlagRawAddr, &mine, 0, [](HandshakeHdr &h) {
-		h.features = kFeatKnown;
-		h.max_payload = 0;
-		h.rx_window = 3;
-	}));
+	bad.push_back(rdm_packet<v4::Handshake>(Type::Handshake, 0, 0, [](v4::Handshake &h) { h.nextra_p3 = 2; }));
 
 	CaptureStderr cap;
 	uint32_t seq = 0;
@@ -215,10 +204,10 @@ Test(objects_wire, malformed_packets_are_dropped_counted_and_logged_once)
 	const std::string logged = cap.end();
 	cr_assert_neq(logged.find("malformed packet from QP " + std::to_string(my_qpn)), std::string::npos,
 		      "no warning naming the sender: '%s'", logged.c_str());
-	cr_assert_neq(logged.find("peers must run the same protocol version"), std::string::npos);
+	cr_assert_neq(logged.find("does not follow protocol v4"), std::string::npos);
 	cr_assert_eq(logged.find("malformed packet"), logged.rfind("malformed packet"), "warned more than once");
 	cr_assert_neq(logged.find("dropped 3 malformed"), std::string::npos, "not counted: '%s'", logged.c_str());
-	/* The packet of version 9 is another protocol's (protocol.md section 12.1): counted
+	/* The packet of version 9 is another protocol's (protocol.md section 2): counted
 	 * apart, with a warning of its own; its sender is unknown, so no peer fails. */
 	cr_assert_neq(logged.find("1 of another protocol version"), std::string::npos, "not counted: '%s'",
 		      logged.c_str());

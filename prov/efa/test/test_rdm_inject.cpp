@@ -12,9 +12,16 @@
  *     them leave the process's memory where it was;
  *   - requests reach() = max(rx window, 16384) or more ids ahead are refused: the ones
  *     within the reach are delivered once the gap closes, the others never;
- *   - a packet of another protocol version (upstream's v4 HANDSHAKE) from a peer in the
- *     AV fails the long send waiting on that peer with FI_EHOSTUNREACH and
- *     PEER_PROTOCOL_MISMATCH, and new sends to it with -FI_EHOSTUNREACH.
+ *   - a packet of another protocol version (version 1, an older build of this provider)
+ *     from a peer in the AV fails the long send waiting on that peer with
+ *     FI_EHOSTUNREACH and PEER_PROTOCOL_MISMATCH, and new sends to it with
+ *     -FI_EHOSTUNREACH;
+ *   - what the endpoint puts on the wire for a v4 peer, byte by byte: its HANDSHAKE
+ *     (exactly the extra features it implements, its connid, our extension's mark), the
+ *     raw address header until the peer's HANDSHAKE arrived and the connid header after;
+ *   - what it answers to packets as upstream's provider sends them: a delivery-complete
+ *     EAGER gets its RECEIPT (send_id and msg_id); an emulated write with a bad key gets
+ *     an EXT_ERROR only from a peer that announced our extension.
  */
 #include "fitest.h"
 #include "efa_errno.h"
@@ -88,7 +95,6 @@ struct Forger {
 		std::memcpy(self.gid, node.self.gid.raw, 16);
 		self.qpn = uint16_t(node.self.qpn);
 		self.qkey = node.self.qkey;
-		self.pad = kRdmNameMark; /* it poses as one of ours (protocol.md 12.2) */
 		/* Room for what the target sends back (its HANDSHAKE). */
 		for (uint32_t i = 0; i < 32; i++)
 			node.post_recv(mr, rx(i), 9000, 1000 + i);
@@ -106,25 +112,30 @@ struct Forger {
 	uint8_t *tx(size_t i) { return buf.data() + i * kSlot; }
 	uint8_t *rx(uint32_t i) { return buf.data() + (kSlots + i) * kSlot; }
 
-	/* An ordered REQ: EAGER (seg_off unused) or MEDIUM (msg_len, seg_off). */
-	size_t build(PktType type, uint32_t id, const uint8_t *data, size_t n, uint64_t msg_len = 0, uint64_t off = 0,
+	/* An ordered REQ with our raw address header: EAGER_MSGRTM or MEDIUM_MSGRTM
+	 * (msg_len, off). */
+	size_t build(Type type, uint32_t id, const uint8_t *data, size_t n, uint64_t msg_len = 0, uint64_t off = 0,
 		     size_t slot = 0)
 	{
-		PktWriter w(tx(slot), kSlot);
-		RtmHdr *h;
-		if (type == PktType::MediumMsg) {
-			MediumHdr *m = w.header<MediumHdr>(type, self.qkey, kFlagRawAddr);
-			m->msg_len = msg_len;
-			m->seg_off = off;
-			h = &m->rtm;
+		v4::Writer w(tx(slot), kSlot);
+		if (type == Type::MediumMsgRtm) {
+			v4::MediumRtm *m = w.header<v4::MediumRtm>(type, v4::kReqRawAddr | v4::kReqMsg);
+			m->r.msg_id = id;
+			m->msg_length = msg_len;
+			m->seg_offset = off;
 		} else {
-			h = &w.header<EagerHdr>(type, self.qkey, kFlagRawAddr)->rtm;
+			w.header<v4::EagerRtm>(type, v4::kReqRawAddr | v4::kReqMsg)->r.msg_id = id;
 		}
-		h->msg_id = id;
-		h->seg_len = uint32_t(n);
 		cr_assert(w.raw_addr(self));
 		cr_assert(w.bytes(data, n));
 		return w.size();
+	}
+	/* A HANDSHAKE as a v4 node sends it, with our extension's mark or without. */
+	size_t handshake(uint64_t features, bool ext, size_t slot = 0)
+	{
+		const size_t n = write_handshake(tx(slot), kSlot, features, self.qkey);
+		cr_assert_gt(n, 0u);
+		return ext ? n : n - sizeof v4::kExtMagic;
 	}
 
 	/* Sends the packet in slot 0; returns once the target's device has it (acknowledged),
@@ -232,15 +243,15 @@ Test(rdm_inject, duplicate_medium_segment_does_not_complete_early)
 	cr_assert_eq(fi_recv(t.ep, b.data(), b.size(), nullptr, FI_ADDR_UNSPEC, &cb), 0);
 	std::vector<fi_cq_msg_entry> got;
 	/* Message 0: segment 0, segment 0 again, segment 1; segment 2 missing. */
-	f.send(f.build(PktType::MediumMsg, 0, msg.data(), kSeg, kLen, 0), t.cq, &got);
-	f.send(f.build(PktType::MediumMsg, 0, msg.data(), kSeg, kLen, 0), t.cq, &got);
-	f.send(f.build(PktType::MediumMsg, 0, msg.data() + kSeg, kSeg, kLen, kSeg), t.cq, &got);
+	f.send(f.build(Type::MediumMsgRtm, 0, msg.data(), kSeg, kLen, 0), t.cq, &got);
+	f.send(f.build(Type::MediumMsgRtm, 0, msg.data(), kSeg, kLen, 0), t.cq, &got);
+	f.send(f.build(Type::MediumMsgRtm, 0, msg.data() + kSeg, kSeg, kLen, kSeg), t.cq, &got);
 	/* Message 1, processed after all that. */
-	f.send(f.build(PktType::EagerMsg, 1, msg.data(), 64), t.cq, &got);
+	f.send(f.build(Type::EagerMsgRtm, 1, msg.data(), 64), t.cq, &got);
 	cr_assert_eq(got.size(), 1u, "%zu completions; only message 1 is whole", got.size());
 	cr_assert_eq(got[0].op_context, &cb, "message 0 completed with a segment missing");
 	got.clear();
-	f.send(f.build(PktType::MediumMsg, 0, msg.data() + 2 * kSeg, kSeg, kLen, 2 * kSeg), t.cq, &got);
+	f.send(f.build(Type::MediumMsgRtm, 0, msg.data() + 2 * kSeg, kSeg, kLen, 2 * kSeg), t.cq, &got);
 	cr_assert_eq(got.size(), 1u);
 	cr_assert_eq(got[0].op_context, &ca);
 	cr_assert_eq(got[0].len, kLen);
@@ -262,11 +273,11 @@ Test(rdm_inject, duplicates_ahead_are_dropped_not_kept)
 	cr_assert_eq(fi_recv(t.ep, r1.data(), kLen, nullptr, FI_ADDR_UNSPEC, &c[1]), 0);
 	cr_assert_eq(fi_recv(t.ep, r2.data(), kLen, nullptr, FI_ADDR_UNSPEC, &c[2]), 0);
 	std::vector<fi_cq_msg_entry> got;
-	f.send(f.build(PktType::EagerMsg, 1, msg.data(), kLen), t.cq, &got); /* ahead: kept */
+	f.send(f.build(Type::EagerMsgRtm, 1, msg.data(), kLen), t.cq, &got); /* ahead: kept */
 	const size_t before = rss_bytes();
 	std::vector<size_t> lens;
 	for (size_t i = 0; i < Forger::kSlots; i++)
-		lens.push_back(f.build(PktType::EagerMsg, 1, msg.data(), kLen, 0, 0, i));
+		lens.push_back(f.build(Type::EagerMsgRtm, 1, msg.data(), kLen, 0, 0, i));
 	for (size_t i = 0; i < kDups; i += lens.size())
 		f.send_batch(lens, t.cq, &got);
 	const size_t grown = rss_bytes() - std::min(before, rss_bytes());
@@ -274,7 +285,7 @@ Test(rdm_inject, duplicates_ahead_are_dropped_not_kept)
 	cr_assert_lt(grown, size_t(32) << 20, "%zu duplicates ahead grew the process by %zu MiB: they were kept",
 		     kDups, grown >> 20);
 	cr_assert_eq(got.size(), 0u);
-	f.send(f.build(PktType::EagerMsg, 0, msg.data(), 100), t.cq, &got);
+	f.send(f.build(Type::EagerMsgRtm, 0, msg.data(), 100), t.cq, &got);
 	cr_assert_eq(got.size(), 2u, "%zu completions: messages 0 and 1, once each", got.size());
 	cr_assert_eq(got[0].op_context, &c[0]);
 	cr_assert_eq(got[0].len, 100u);
@@ -296,7 +307,7 @@ Test(rdm_inject, requests_beyond_the_reach_are_refused)
 	std::vector<size_t> lens;
 	for (uint32_t id = 1; id < kReach + kBeyond; id++) {
 		std::memcpy(payload, &id, sizeof id);
-		lens.push_back(f.build(PktType::EagerMsg, id, payload, sizeof payload, 0, 0, lens.size()));
+		lens.push_back(f.build(Type::EagerMsgRtm, id, payload, sizeof payload, 0, 0, lens.size()));
 		if (lens.size() == Forger::kSlots || id + 1 == kReach + kBeyond) {
 			f.send_batch(lens, t.cq, &got);
 			lens.clear();
@@ -304,7 +315,7 @@ Test(rdm_inject, requests_beyond_the_reach_are_refused)
 	}
 	uint32_t zero = 0;
 	std::memcpy(payload, &zero, sizeof zero);
-	f.send(f.build(PktType::EagerMsg, 0, payload, sizeof payload), t.cq, &got);
+	f.send(f.build(Type::EagerMsgRtm, 0, payload, sizeof payload), t.cq, &got);
 	cr_assert_eq(got.size(), 0u);
 	/* Every message within the reach is there, in order; then nothing. */
 	std::vector<uint8_t> rb(16);
@@ -327,14 +338,12 @@ Test(rdm_inject, requests_beyond_the_reach_are_refused)
 }
 
 /*
- * A peer that speaks another RDM protocol (libfabric's own efa provider: v4) fails
- * fast (protocol.md section 12). The target starts a long message to the forger (a
- * LONGCTS request; it waits for a CTS that a v4 peer never sends), then the forger sends
- * what upstream's provider sends first: a v4 HANDSHAKE (type 9, version 4, nextra_p3 4,
- * extra_info[0] 0). The waiting send must fail with FI_EHOSTUNREACH and prov_errno
- * PEER_PROTOCOL_MISMATCH, and the next send must return -FI_EHOSTUNREACH at once.
- * Before: the packet was dropped as malformed, the send waited forever and the next
- * send was accepted.
+ * A peer that speaks another RDM protocol version fails fast (protocol.md section 2).
+ * The target starts a long message to the forger (a LONGCTS request; it waits for a
+ * CTS), then the forger sends a packet of version 1 (what an older build of this
+ * provider sent first: its HANDSHAKE, type 1). The waiting send must fail with
+ * FI_EHOSTUNREACH and prov_errno PEER_PROTOCOL_MISMATCH, and the next send must return
+ * -FI_EHOSTUNREACH at once.
  */
 Test(rdm_inject, foreign_protocol_peer_fails_fast)
 {
@@ -348,9 +357,10 @@ Test(rdm_inject, foreign_protocol_peer_fails_fast)
 	cr_assert_eq(fi_send(t.ep, big.data(), big.size(), nullptr, fa, &ctx), 0);
 	Forger::drain(t.cq, nullptr); /* the request goes out; nothing completes */
 
-	const uint8_t v4_handshake[16] = {9, 4, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-	std::memcpy(f.tx(0), v4_handshake, sizeof v4_handshake);
-	f.push({sizeof v4_handshake});
+	uint8_t v1_handshake[56] = {1, 1, 1, 0};
+	std::memcpy(v1_handshake + 4, &f.self.qkey, 4);
+	std::memcpy(f.tx(0), v1_handshake, sizeof v1_handshake);
+	f.push({sizeof v1_handshake});
 	fi_cq_err_entry err{};
 	bool failed = false;
 	for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -363,7 +373,7 @@ Test(rdm_inject, foreign_protocol_peer_fails_fast)
 			failed = true;
 		}
 	}
-	cr_assert(failed, "the send to a peer of protocol v4 is still waiting after 10 s");
+	cr_assert(failed, "the send to a peer of protocol version 1 is still waiting after 10 s");
 	cr_assert_eq(err.op_context, &ctx);
 	cr_assert_eq(err.err, FI_EHOSTUNREACH, "err %d (%s)", err.err, fi_strerror(err.err));
 	cr_assert_eq(err.prov_errno, int(EfaStatus::PEER_PROTOCOL_MISMATCH), "prov_errno %d", err.prov_errno);
@@ -376,130 +386,149 @@ Test(rdm_inject, foreign_protocol_peer_fails_fast)
 
 namespace {
 
-/* Inserts the forger's address without our mark (as upstream's names and text forms are). */
-fi_addr_t insert_unmarked(const Target &t, const Forger &f)
+/* The packets of `type` among `got`, parsed. */
+std::vector<Parsed> of_type(const std::vector<std::vector<uint8_t>> &got, Type type)
 {
-	RawAddr plain = f.self;
-	plain.pad = 0;
-	fi_addr_t fa = FI_ADDR_NOTAVAIL;
-	cr_assert_eq(fi_av_insert(t.av, &plain, 1, &fa, 0, nullptr), 1);
-	return fa;
-}
-
-/* Sends while the answer is -FI_EAGAIN (the question to the peer is open), progressing
- * the target; the first other answer, or -FI_EAGAIN after 10 s. */
-ssize_t send_while_asking(const Target &t, const void *msg, size_t len, fi_addr_t fa)
-{
-	ssize_t r = -FI_EAGAIN;
-	for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-	     r == -FI_EAGAIN && std::chrono::steady_clock::now() < end;) {
-		fi_cq_msg_entry e[4];
-		(void)fi_cq_read(t.cq, e, 4);
-		r = fi_send(t.ep, msg, len, nullptr, fa, nullptr);
+	std::vector<Parsed> out;
+	for (const auto &p : got) {
+		Parsed pk;
+		cr_assert_eq(v4::parse(p.data(), p.size(), pk), v4::Error::None, "the target sent a malformed packet");
+		if (pk.type == type)
+			out.push_back(pk);
 	}
-	return r;
+	return out;
 }
 
 } // namespace
 
 /*
- * A peer whose address does not carry our mark (upstream's names, addresses made from
- * text) is asked which protocol it speaks before anything else goes to it, in a packet
- * upstream's protocol v4 parses as a HANDSHAKE announcing nothing (protocol.md 12.2:
- * type 9, version 4, flags: connection id, nextra_p3 4, extra_info[0] 0, the connection
- * id at byte 16); sends wait (-FI_EAGAIN) for the answer. Answered in v4, as upstream's
- * provider answers, the peer is failed: sends return -FI_EHOSTUNREACH, and the probe was
- * the only packet it got. Before: the first send put our HANDSHAKE (v4's retired RTS,
- * on which upstream aborts) and the message on the wire at once.
+ * What goes on the wire to a v4 peer (protocol.md sections 2 and 3):
+ * the first send brings our HANDSHAKE (the extra features we implement and nothing
+ * else, the connid, our mark) and an EAGER_MSGRTM with our raw address header; once the
+ * peer's HANDSHAKE has arrived, REQs carry the connid header instead.
  */
-Test(rdm_inject, unmarked_peer_is_asked_before_anything_is_sent)
+Test(rdm_inject, handshake_and_headers_on_the_wire)
 {
 	Target t;
 	open_target(t);
 	Forger f(t);
-	const fi_addr_t fa = insert_unmarked(t, f);
-	uint8_t msg[64] = {};
-	cr_assert_eq(fi_send(t.ep, msg, sizeof msg, nullptr, fa, nullptr), -FI_EAGAIN);
-	cr_assert_eq(fi_send(t.ep, msg, sizeof msg, nullptr, fa, nullptr), -FI_EAGAIN);
+	fi_addr_t fa = FI_ADDR_NOTAVAIL;
+	cr_assert_eq(fi_av_insert(t.av, &f.self, 1, &fa, 0, nullptr), 1);
+	uint8_t msg[48];
+	for (size_t i = 0; i < sizeof msg; i++)
+		msg[i] = uint8_t(i * 3 + 1);
+	cr_assert_eq(fi_send(t.ep, msg, sizeof msg, nullptr, fa, nullptr), 0);
 	auto got = f.received(t.cq, 300);
-	cr_assert_eq(got.size(), 1u, "%zu packets reached the peer before it answered", got.size());
-	const std::vector<uint8_t> &pr = got[0];
-	cr_assert_geq(pr.size(), 24u);
-	uint16_t flags;
-	uint32_t nextra_p3, conn;
-	uint64_t extra0;
-	std::memcpy(&flags, &pr[2], 2);
-	std::memcpy(&nextra_p3, &pr[4], 4);
-	std::memcpy(&extra0, &pr[8], 8);
-	std::memcpy(&conn, &pr[16], 4);
-	cr_assert_eq(pr[0], 9, "type %u", pr[0]);
-	cr_assert_eq(pr[1], 4, "version %u", pr[1]);
-	cr_assert_eq(flags, 1u << 15, "flags %#x", flags);
-	cr_assert_eq(nextra_p3, 4u);
-	cr_assert_eq(extra0, 0u);
-	cr_assert_eq(conn, t.addr.qkey);
+	for (const auto &p : got)
+		cr_assert_eq(p[1], v4::kVersion, "a packet of version %u", p[1]);
+	auto hs = of_type(got, Type::Handshake);
+	cr_assert_eq(hs.size(), 1u, "%zu HANDSHAKEs", hs.size());
+	HandshakeInfo info;
+	cr_assert_eq(decode_handshake(hs[0], info), v4::Error::None);
+	cr_assert(hs[0].has_connid && hs[0].connid == t.addr.qkey, "the HANDSHAKE's connid");
+	cr_assert(info.ext, "no mark of our extension");
+	/* Never constant header length (2) or user recv QP (7); never runt (4) or READ_NACK
+	 * (6), which we do not implement; always delivery complete and the connid request. */
+	const uint64_t must = v4::kExtraDeliveryComplete | v4::kExtraConnIdHeader;
+	const uint64_t never = v4::kExtraConstantHeaderLength | v4::kExtraUserRecvQp | v4::kExtraRunt | v4::kExtraReadNack;
+	cr_assert_eq(info.features & must, must, "features %#lx", (unsigned long)info.features);
+	cr_assert_eq(info.features & never, 0u, "features %#lx", (unsigned long)info.features);
+	cr_assert_eq(info.features >> v4::kExtraCount, 0u, "bits v4 does not define: %#lx", (unsigned long)info.features);
+	auto eager = of_type(got, Type::EagerMsgRtm);
+	cr_assert_eq(eager.size(), 1u);
+	cr_assert(eager[0].has_raw_addr && !(eager[0].flags & v4::kFlagConnId), "flags %#x", eager[0].flags);
+	cr_assert(eager[0].raw_addr == t.addr, "the raw address header is not the target's name");
+	cr_assert_eq(eager[0].payload_len, sizeof msg);
+	cr_assert_eq(std::memcmp(eager[0].payload, msg, sizeof msg), 0);
+	cr_assert_eq(msg_id_of(eager[0]), 0u);
 
-	const uint8_t v4_handshake[24] = {9, 4, 0, 0x80, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-	std::memcpy(f.tx(0), v4_handshake, sizeof v4_handshake);
-	std::memcpy(f.tx(0) + 16, &f.self.qkey, 4);
-	f.push({sizeof v4_handshake});
-	const ssize_t r = send_while_asking(t, msg, sizeof msg, fa);
-	cr_assert_eq(r, -FI_EHOSTUNREACH, "fi_send after the v4 answer: %zd", r);
-	cr_assert(f.received(t.cq, 100).empty(), "a packet went to the peer after its v4 answer");
+	/* The peer's HANDSHAKE (as upstream sends it: no mark); then the connid header. */
+	f.push({f.handshake(v4::kExtraDeliveryComplete | v4::kExtraConnIdHeader, false)});
+	(void)f.received(t.cq, 50);
+	cr_assert_eq(fi_send(t.ep, msg, 16, nullptr, fa, nullptr), 0);
+	got = f.received(t.cq, 300);
+	eager = of_type(got, Type::EagerMsgRtm);
+	cr_assert_eq(eager.size(), 1u);
+	cr_assert(!eager[0].has_raw_addr && eager[0].has_connid && eager[0].connid == t.addr.qkey, "flags %#x",
+		  eager[0].flags);
+	cr_assert_eq(msg_id_of(eager[0]), 1u);
+	cr_assert_eq(eager[0].payload_len, 16u);
 	close_target(t);
 }
 
 /*
- * The same question from one of ours (its probe) gets our HANDSHAKE, and a send to an
- * unmarked peer that answers with one of ours goes through.
+ * Packets as upstream's provider sends them before it has our HANDSHAKE: a
+ * DC_EAGER_MSGRTM with the raw address and CQ data headers. The message is delivered
+ * and answered with a RECEIPT naming the sender's send_id and msg_id.
  */
-Test(rdm_inject, unmarked_peer_of_ours_is_asked_then_reached)
+Test(rdm_inject, delivery_complete_eager_gets_its_receipt)
 {
 	Target t;
 	open_target(t);
 	Forger f(t);
-	/* The target inserts the forger by an address without the mark: it asks, the forger
-	 * answers with our HANDSHAKE, and the send goes out. */
-	const fi_addr_t fa = insert_unmarked(t, f);
-	uint8_t msg[32];
-	std::memset(msg, 0x3c, sizeof msg);
-	cr_assert_eq(fi_send(t.ep, msg, sizeof msg, nullptr, fa, nullptr), -FI_EAGAIN);
-	auto got = f.received(t.cq, 200);
-	cr_assert_eq(got.size(), 1u);
-	cr_assert_eq(got[0][0], 9, "the probe");
-	HandshakeInfo hs{};
-	hs.features = 0;
-	hs.max_payload = 8192;
-	hs.rx_window = 16384;
-	hs.addr = f.self;
-	size_t n = write_handshake(f.tx(0), Forger::kSlot, hs);
-	cr_assert_gt(n, 0u);
-	f.push({n});
-	const ssize_t r = send_while_asking(t, msg, sizeof msg, fa);
-	cr_assert_eq(r, 0, "fi_send after our answer: %zd", r);
-	got = f.received(t.cq, 300);
-	bool eager = false;
-	for (const auto &p : got) {
-		cr_assert_eq(p[1], kProtoVersion);
-		if (p[0] == uint8_t(PktType::EagerMsg) && std::memcmp(p.data() + p.size() - sizeof msg, msg, sizeof msg) == 0)
-			eager = true;
-	}
-	cr_assert(eager, "the message did not arrive (%zu packets)", got.size());
+	uint8_t msg[40], rb[64] = {};
+	for (size_t i = 0; i < sizeof msg; i++)
+		msg[i] = uint8_t(0xa0 + i);
+	fi_context2 ctx{};
+	cr_assert_eq(fi_recv(t.ep, rb, sizeof rb, nullptr, FI_ADDR_UNSPEC, &ctx), 0);
+	v4::Writer w(f.tx(0), Forger::kSlot);
+	v4::DcEagerRtm *h = w.header<v4::DcEagerRtm>(Type::DcEagerMsgRtm, v4::kReqRawAddr | v4::kReqCqData | v4::kReqMsg);
+	h->r.msg_id = 0;
+	h->send_id = 0x1234;
+	w.raw_addr(f.self);
+	w.cq_data(0xcafe);
+	w.bytes(msg, sizeof msg);
+	f.push({w.size()});
+	auto got = f.received(t.cq, 300);
+	/* received() progressed the target (and read its completion): the buffer says the
+	 * message arrived. */
+	cr_assert_eq(std::memcmp(rb, msg, sizeof msg), 0, "the message's bytes");
+	auto receipts = of_type(got, Type::Receipt);
+	cr_assert_eq(receipts.size(), 1u, "%zu RECEIPTs", receipts.size());
+	const v4::Receipt r = receipts[0].as<v4::Receipt>();
+	cr_assert_eq(r.send_id, 0x1234u);
+	cr_assert_eq(r.msg_id, 0u);
+	cr_assert(receipts[0].has_connid && receipts[0].connid == t.addr.qkey);
 	close_target(t);
 }
 
-/* One of ours that asks (a probe with its address) gets our HANDSHAKE. */
-Test(rdm_inject, probe_is_answered_with_our_handshake)
+/*
+ * An emulated write whose key the target does not know: refused at the target, and
+ * answered with EXT_ERROR only to a peer whose HANDSHAKE announced our extension; a v4
+ * peer without it gets nothing (v4 has no such answer).
+ */
+Test(rdm_inject, refusal_answers_only_peers_of_ours)
 {
-	Target t;
-	open_target(t);
-	Forger f(t);
-	size_t n = write_probe(f.tx(0), Forger::kSlot, f.self);
-	cr_assert_eq(n, kProbeLen);
-	f.push({n});
-	auto got = f.received(t.cq, 300);
-	cr_assert_eq(got.size(), 1u, "%zu answers", got.size());
-	cr_assert_eq(got[0][0], uint8_t(PktType::Handshake));
-	cr_assert_eq(got[0][1], kProtoVersion);
-	close_target(t);
+	for (bool ext : {false, true}) {
+		Target t;
+		open_target(t);
+		Forger f(t);
+		v4::Writer w(f.tx(0), Forger::kSlot);
+		v4::DcEagerRtw *h = w.header<v4::DcEagerRtw>(Type::DcEagerRtw, v4::kReqRawAddr | v4::kReqRma);
+		h->rma_iov_count = 1;
+		h->send_id = 0x4321;
+		const RmaIov iov{0x1000, 8, 0xdead};
+		w.iovs(&iov, 1);
+		w.raw_addr(f.self);
+		w.u64(7);
+		f.push({w.size()});
+		/* The target answers the unknown sender with its HANDSHAKE; ours answers that.
+		 * Until then the refusal waits: whether the peer takes it is in its HANDSHAKE. */
+		auto got = f.received(t.cq, 100);
+		cr_assert_eq(of_type(got, Type::Handshake).size(), 1u);
+		cr_assert_eq(of_type(got, Type::ExtError).size(), 0u, "an EXT_ERROR before the peer's HANDSHAKE");
+		f.push({f.handshake(v4::kExtraDeliveryComplete, ext)});
+		got = f.received(t.cq, 300);
+		auto errs = of_type(got, Type::ExtError);
+		if (!ext) {
+			cr_assert_eq(errs.size(), 0u, "an EXT_ERROR to a peer without our extension");
+		} else {
+			cr_assert_eq(errs.size(), 1u, "%zu EXT_ERRORs", errs.size());
+			const v4::ExtError e = errs[0].as<v4::ExtError>();
+			cr_assert_eq(e.op_id, 0x4321u);
+			cr_assert_eq(e.err, uint32_t(FI_EACCES));
+		}
+		cr_assert_eq(of_type(got, Type::Receipt).size(), 0u, "a refused write was acknowledged");
+		close_target(t);
+	}
 }

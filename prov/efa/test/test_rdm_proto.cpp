@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* Send protocol selection (protocol.md section 8) at and around every boundary, the
+/* Send protocol selection (protocol.md section 5) at and around every boundary, the
  * checks at the start of every call, and the data-path locks' threading rule. */
 #include "common/lock.h"
 #include "rdm/proto.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The Receiver (rdm/receiver.h) without a device: packets built with PktWriter go in,
+ * The Receiver (rdm/receiver.h) without a device: packets built with v4::Writer go in,
  * and a fake RxPort keeps what comes out (the packets it sends, the RDMA reads it posts,
  * its completions), so matching, unexpected messages, reassembly, multi-receive
  * buffers, truncation, FI_PEEK/FI_CLAIM, fi_cancel, the long-CTS window, read-based
@@ -26,7 +26,7 @@ constexpr size_t kPktSize = 9000;
 /* One packet as the Receiver sent it: its bytes, parsed again. */
 struct Sent {
 	std::vector<uint8_t> bytes;
-	PktType type() const { return PktType(bytes[0]); }
+	Type type() const { return Type(bytes[0]); }
 	template <typename H> H hdr() const
 	{
 		H h;
@@ -195,7 +195,7 @@ struct In {
 
 	void parsed()
 	{
-		cr_assert_eq(parse(pkt->buf, pkt->len, pk), ParseError::None, "the test built a bad packet");
+		cr_assert_eq(v4::parse(pkt->buf, pkt->len, pk), v4::Error::None, "the test built a bad packet");
 	}
 };
 
@@ -213,10 +213,21 @@ bool has_pattern(const uint8_t *p, size_t n, uint8_t seed, size_t from = 0)
 	return true;
 }
 
-void eager(In &in, bool tagged, uint32_t msg_id, uint64_t tag, size_t len, uint16_t flags = 0, uint8_t seed = 1)
+/* An EAGER message (`dc`: its delivery-complete twin, send_id 0x99). */
+void eager(In &in, bool tagged, uint32_t msg_id, uint64_t tag, size_t len, bool dc = false, uint8_t seed = 1)
 {
-	PktWriter w(in.pkt->buf, in.pkt->cap);
-	w.rtm<EagerHdr>(PktType::EagerMsg, tagged, kQkey, flags, msg_id, uint32_t(len), tag);
+	v4::Writer w(in.pkt->buf, in.pkt->cap);
+	const Type t = rtm_type(Type::EagerMsgRtm, tagged, dc);
+	if (dc) {
+		v4::DcEagerRtm *h = w.header<v4::DcEagerRtm>(t, v4::kFlagConnId);
+		h->r.msg_id = msg_id;
+		h->send_id = 0x99;
+	} else {
+		w.header<v4::EagerRtm>(t, v4::kFlagConnId)->r.msg_id = msg_id;
+	}
+	if (tagged)
+		w.u64(tag);
+	w.connid(kQkey + 1);
 	std::vector<uint8_t> data(len);
 	pattern(data.data(), len, seed);
 	w.bytes(data.data(), len);
@@ -227,10 +238,13 @@ void eager(In &in, bool tagged, uint32_t msg_id, uint64_t tag, size_t len, uint1
 /* A MEDIUM segment [off, off + len) of a message of msg_len bytes, pattern from 0. */
 void medium(In &in, uint32_t msg_id, uint64_t tag, uint64_t msg_len, uint64_t off, size_t len, uint8_t seed = 3)
 {
-	PktWriter w(in.pkt->buf, in.pkt->cap);
-	MediumHdr *h = w.rtm<MediumHdr>(PktType::MediumMsg, true, kQkey, 0, msg_id, uint32_t(len), tag);
-	h->msg_len = msg_len;
-	h->seg_off = off;
+	v4::Writer w(in.pkt->buf, in.pkt->cap);
+	v4::MediumRtm *h = w.header<v4::MediumRtm>(Type::MediumTagRtm, v4::kFlagConnId);
+	h->r.msg_id = msg_id;
+	h->msg_length = msg_len;
+	h->seg_offset = off;
+	w.u64(tag);
+	w.connid(kQkey + 1);
 	std::vector<uint8_t> all(msg_len);
 	pattern(all.data(), msg_len, seed);
 	w.bytes(all.data() + off, len);
@@ -439,7 +453,7 @@ Test(receiver, delivery_complete_receipt_is_owed_until_a_buffer_is_free)
 	cr_assert_eq(post(f.rx, buf, sizeof buf, &ctx), 0);
 	f.port.tx_free = 0;
 	In in;
-	eager(in, false, 5, 0, 16, kFlagDeliveryComplete);
+	eager(in, false, 5, 0, 16, true);
 	f.rx.start_msg(f.peer, *in.pkt, in.pk);
 	cr_assert(f.port.done.empty(), "completed before its RECEIPT could go");
 	cr_assert(f.rx.busy());
@@ -448,9 +462,10 @@ Test(receiver, delivery_complete_receipt_is_owed_until_a_buffer_is_free)
 	f.port.tx_free = 1;
 	f.rx.progress();
 	cr_assert_eq(f.port.sent.size(), 1u);
-	cr_assert_eq(f.port.sent[0].type(), PktType::Receipt);
-	cr_assert_eq(f.port.sent[0].hdr<ReceiptHdr>().msg_id, 5u);
-	cr_assert_eq(f.port.sent[0].hdr<ReceiptHdr>().base.conn, kQkey);
+	cr_assert_eq(f.port.sent[0].type(), Type::Receipt);
+	cr_assert_eq(f.port.sent[0].hdr<v4::Receipt>().msg_id, 5u);
+	cr_assert_eq(f.port.sent[0].hdr<v4::Receipt>().send_id, 0x99u, "the sender's send_id");
+	cr_assert_eq(f.port.sent[0].hdr<v4::Receipt>().connid, kQkey);
 	cr_assert_eq(f.port.done.size(), 1u);
 	cr_assert(!f.rx.busy());
 }
@@ -466,28 +481,34 @@ Test(receiver, long_cts_grants_windows_and_checks_data_against_them)
 
 	In req;
 	{
-		PktWriter w(req.pkt->buf, req.pkt->cap);
-		LongCtsHdr *h = w.rtm<LongCtsHdr>(PktType::LongCtsMsg, true, kQkey, 0, 0, 1000, 1);
-		h->msg_len = len;
+		v4::Writer w(req.pkt->buf, req.pkt->cap);
+		v4::LongCtsRtm *h = w.header<v4::LongCtsRtm>(Type::LongCtsTagRtm, v4::kFlagConnId);
+		h->msg_length = len;
 		h->send_id = 77;
+		h->credit_request = 4;
+		w.u64(1);
+		w.connid(kQkey + 1);
 		w.bytes(all.data(), 1000);
 		req.pkt->len = uint32_t(w.size());
 		req.parsed();
 	}
 	f.rx.start_msg(f.peer, *req.pkt, req.pk);
 	cr_assert_eq(f.port.sent.size(), 1u);
-	cr_assert_eq(f.port.sent[0].type(), PktType::Cts);
-	const CtsHdr cts = f.port.sent[0].hdr<CtsHdr>();
+	cr_assert_eq(f.port.sent[0].type(), Type::Cts);
+	const v4::Cts cts = f.port.sent[0].hdr<v4::Cts>();
 	cr_assert_eq(cts.send_id, 77u);
-	cr_assert_eq(cts.window, 3000u, "one CTS grants cts_window bytes");
+	cr_assert_eq(cts.recv_length, 3000u, "one CTS grants cts_window bytes");
+	cr_assert_eq(cts.connid, kQkey);
 
 	auto data = [&](uint64_t off, uint32_t n) {
 		In d;
-		PktWriter w(d.pkt->buf, d.pkt->cap);
-		DataHdr *h = w.header<DataHdr>(PktType::Data, kQkey);
+		v4::Writer w(d.pkt->buf, d.pkt->cap);
+		v4::CtsData *h = w.header<v4::CtsData>(Type::CtsData, v4::kFlagConnId);
 		h->recv_id = cts.recv_id;
-		h->seg_len = n;
-		h->seg_off = off;
+		h->seg_length = n;
+		h->seg_offset = off;
+		w.u32(kQkey + 1);
+		w.u32(0);
 		w.bytes(all.data() + off, n);
 		d.pkt->len = uint32_t(w.size());
 		d.parsed();
@@ -498,11 +519,11 @@ Test(receiver, long_cts_grants_windows_and_checks_data_against_them)
 	for (uint64_t off = 1000; off < 4000; off += 1000)
 		data(off, 1000);
 	cr_assert_eq(f.port.sent.size(), 2u, "a second CTS once the first window is full");
-	cr_assert_eq(f.port.sent[1].hdr<CtsHdr>().window, 3000u);
+	cr_assert_eq(f.port.sent[1].hdr<v4::Cts>().recv_length, 3000u);
 	for (uint64_t off = 4000; off < 7000; off += 1000)
 		data(off, 1000);
 	cr_assert_eq(f.port.sent.size(), 3u);
-	cr_assert_eq(f.port.sent[2].hdr<CtsHdr>().window, 1000u, "the last window is what is left");
+	cr_assert_eq(f.port.sent[2].hdr<v4::Cts>().recv_length, 1000u, "the last window is what is left");
 	data(7000, 1000);
 	cr_assert_eq(f.port.done.size(), 1u);
 	cr_assert_eq(f.port.done[0].len, len);
@@ -516,13 +537,14 @@ Test(receiver, read_based_message_reads_then_answers_eor)
 	int ctx;
 	In req;
 	{
-		PktWriter w(req.pkt->buf, req.pkt->cap);
-		LongReadHdr *h = w.rtm<LongReadHdr>(PktType::LongReadMsg, false, kQkey, 0, 0, 0, 0);
-		h->msg_len = 2500;
+		v4::Writer w(req.pkt->buf, req.pkt->cap);
+		v4::LongReadRtm *h = w.header<v4::LongReadRtm>(Type::LongReadMsgRtm, v4::kFlagConnId);
+		h->msg_length = 2500;
 		h->send_id = 12;
-		h->iov_count = 2;
+		h->read_iov_count = 2;
+		w.connid(kQkey + 1);
 		const RmaIov iov[2] = {{0x10000, 2000, 0xaa}, {0x90000, 500, 0xbb}};
-		w.bytes(iov, sizeof iov);
+		w.iovs(iov, 2);
 		req.pkt->len = uint32_t(w.size());
 		req.parsed();
 	}
@@ -540,8 +562,9 @@ Test(receiver, read_based_message_reads_then_answers_eor)
 	for (const Read &r : f.port.reads)
 		f.rx.read_done(r.pkt, true, 0);
 	cr_assert_eq(f.port.sent.size(), 1u);
-	cr_assert_eq(f.port.sent[0].type(), PktType::Eor);
-	cr_assert_eq(f.port.sent[0].hdr<EorHdr>().send_id, 12u);
+	cr_assert_eq(f.port.sent[0].type(), Type::Eor);
+	cr_assert_eq(f.port.sent[0].hdr<v4::Eor>().send_id, 12u);
+	cr_assert_eq(f.port.sent[0].hdr<v4::Eor>().connid, kQkey);
 	cr_assert_eq(f.port.done.size(), 1u);
 	cr_assert(!f.port.done[0].error);
 	cr_assert_eq(f.port.done[0].len, 2500u);
@@ -555,13 +578,14 @@ Test(receiver, failed_read_fails_the_message_with_the_device_status)
 	cr_assert_eq(post(f.rx, buf, sizeof buf, &ctx), 0);
 	In req;
 	{
-		PktWriter w(req.pkt->buf, req.pkt->cap);
-		LongReadHdr *h = w.rtm<LongReadHdr>(PktType::LongReadMsg, false, kQkey, 0, 0, 0, 0);
-		h->msg_len = 100;
+		v4::Writer w(req.pkt->buf, req.pkt->cap);
+		v4::LongReadRtm *h = w.header<v4::LongReadRtm>(Type::LongReadMsgRtm, v4::kFlagConnId);
+		h->msg_length = 100;
 		h->send_id = 3;
-		h->iov_count = 1;
+		h->read_iov_count = 1;
+		w.connid(kQkey + 1);
 		const RmaIov iov{0x10000, 100, 0xaa};
-		w.bytes(&iov, sizeof iov);
+		w.iovs(&iov, 1);
 		req.pkt->len = uint32_t(w.size());
 		req.parsed();
 	}

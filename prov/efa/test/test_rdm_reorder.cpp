@@ -266,7 +266,7 @@ Test(reorder, clear_releases_everything_queued)
 
 Test(reorder, idle_state_is_small)
 {
-	cr_assert_leq(sizeof(Rb), 48u, "per-peer reorder state of an idle peer (protocol.md section 7)");
+	cr_assert_leq(sizeof(Rb), 48u, "per-peer reorder state of an idle peer (protocol.md section 6)");
 }
 
 /* A VOID run: the id delivered, then skip(k) consumes the next k ids; what was queued

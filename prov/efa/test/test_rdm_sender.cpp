@@ -2,8 +2,8 @@
 /*
  * The Sender (rdm/sender.h) without a device: a fake TxPort keeps the packets a call
  * produces (parsed again with the wire parser), the RDMA work requests and the
- * completions; the test plays the peer (CTS, RECEIPT, EOR, READRSP, ATOMRSP, ERROR built
- * with PktWriter) and the device (acknowledging or failing each packet). Checked: the
+ * completions; the test plays the peer (CTS, RECEIPT, EOR, READRSP, CTSDATA, ATOMRSP,
+ * EXT_ERROR built with v4::Writer) and the device (acknowledging or failing each packet). Checked: the
  * protocol of each size and its headers, the first-burst rule, delivery complete,
  * long-CTS windows, read-based sends, emulated and device RMA with CQ data, atomics,
  * target refusals, device failures and peer failure.
@@ -106,7 +106,8 @@ public:
 		o.words.resize((pkt->len + 7) / 8);
 		std::memcpy(o.words.data(), pkt->buf, pkt->len);
 		o.len = pkt->len;
-		cr_assert_eq(parse(o.words.data(), o.len, o.pk), ParseError::None, "the Sender built a packet the parser refuses");
+		cr_assert_eq(v4::parse(o.words.data(), o.len, o.pk), v4::Error::None,
+			     "the Sender built a packet the parser refuses");
 		o.pkt = pkt;
 		out.push_back(std::move(o));
 	}
@@ -157,12 +158,16 @@ private:
 };
 
 struct Fixture {
-	explicit Fixture(bool hs_got = true, uint64_t peer_features = kFeatRdmaRead | kFeatRdmaWrite)
+	/* The peer: its HANDSHAKE known or not, its extra features, and whether it is one of
+	 * ours (takes EXT_ERROR). */
+	explicit Fixture(bool hs_got = true, uint64_t peer_features = v4::kExtraRdmaRead | v4::kExtraRdmaWrite,
+			 bool ext = true)
 	{
 		peer.addr = kPeerAddr;
 		peer.hs_sent = true;
 		peer.hs_got = hs_got;
 		peer.features = peer_features;
+		peer.ext = ext;
 		TxConfig c;
 		c.mtu = kMtu;
 		c.inject_size = 64;
@@ -172,7 +177,7 @@ struct Fixture {
 		c.size = 64;
 		c.max_atomic = 512;
 		c.max_rdma = 3000;
-		c.features = kFeatRdmaRead | kFeatRdmaWrite | kFeatDeliveryComplete;
+		c.features = v4::kExtraRdmaRead | v4::kExtraRdmaWrite | v4::kExtraDeliveryComplete;
 		c.qkey = kQkey;
 		c.self.qpn = 99;
 		c.self.qkey = kQkey;
@@ -211,10 +216,10 @@ struct Fixture {
 	template <typename Build> Parsed answer(Build build, std::vector<uint64_t> &mem)
 	{
 		mem.assign(kMtu / 8, 0);
-		PktWriter w(mem.data(), kMtu);
+		v4::Writer w(mem.data(), kMtu);
 		build(w);
 		Parsed pk;
-		cr_assert_eq(parse(mem.data(), w.size(), pk), ParseError::None, "the test built a bad answer");
+		cr_assert_eq(v4::parse(mem.data(), w.size(), pk), v4::Error::None, "the test built a bad answer");
 		return pk;
 	}
 
@@ -223,11 +228,12 @@ struct Fixture {
 	{
 		std::vector<uint64_t> mem;
 		Parsed c = answer(
-			[&](PktWriter &w) {
-				CtsHdr *x = w.header<CtsHdr>(PktType::Cts, 1);
+			[&](v4::Writer &w) {
+				v4::Cts *x = w.header<v4::Cts>(Type::Cts, v4::kFlagConnId);
+				x->connid = 1;
 				x->send_id = send_id;
 				x->recv_id = recv_id;
-				x->window = window;
+				x->recv_length = window;
 			},
 			mem);
 		tx.handle_cts(peer, c);
@@ -258,12 +264,12 @@ Test(sender, eager_is_one_packet_and_completes_when_acknowledged)
 	cr_assert_eq(send(f.tx, buf, sizeof buf, &ctx, FI_REMOTE_CQ_DATA, 0xabc), 0);
 	cr_assert_eq(f.port.out.size(), 1u);
 	const Parsed &pk = f.port.out[0].pk;
-	cr_assert_eq(pk.type, PktType::EagerTag);
-	cr_assert_eq(pk.base->conn, kQkey);
-	cr_assert_eq(pk.as<RtmHdr>().msg_id, 0u);
-	cr_assert_eq(pk.as<RtmHdr>().tag, 0xabcu);
-	cr_assert_not_null(pk.raw_addr, "a REQ before the peer's handshake carries our address");
-	cr_assert_eq(pk.raw_addr->qpn, 99u);
+	cr_assert_eq(pk.type, Type::EagerTagRtm);
+	cr_assert_eq(pk.connid, kQkey);
+	cr_assert_eq(msg_id_of(pk), 0u);
+	cr_assert_eq(pk.tag, 0xabcu);
+	cr_assert(pk.has_raw_addr, "a REQ before the peer's handshake carries our address");
+	cr_assert_eq(pk.raw_addr.qpn, 99u);
 	cr_assert(pk.has_cq_data);
 	cr_assert_eq(pk.cq_data, 0xd00du);
 	cr_assert_eq(pk.payload_len, sizeof buf);
@@ -285,15 +291,16 @@ Test(sender, medium_segments_cover_the_message)
 	pattern(buf.data(), buf.size(), 2);
 	int ctx;
 	cr_assert_eq(send(f.tx, buf.data(), buf.size(), &ctx), 0);
-	const size_t seg = kMtu - sizeof(MediumHdr);
+	const size_t seg = kMtu - kMediumHdrMax - req_opt_len(false, false);
 	cr_assert_eq(f.port.out.size(), (buf.size() + seg - 1) / seg);
 	std::vector<uint8_t> got(buf.size());
 	for (const Out &o : f.port.out) {
-		cr_assert_eq(o.pk.type, PktType::MediumTag);
-		cr_assert_null(o.pk.raw_addr, "no address once the peer's handshake is known");
-		const MediumHdr &h = o.pk.as<MediumHdr>();
-		cr_assert_eq(h.msg_len, buf.size());
-		std::memcpy(got.data() + h.seg_off, o.pk.payload, o.pk.payload_len);
+		cr_assert_eq(o.pk.type, Type::MediumTagRtm);
+		cr_assert(!o.pk.has_raw_addr, "no address once the peer's handshake is known");
+		cr_assert(o.pk.has_connid && o.pk.connid == kQkey, "the connid header instead");
+		const v4::MediumRtm h = o.pk.as<v4::MediumRtm>();
+		cr_assert_eq(h.msg_length, buf.size());
+		std::memcpy(got.data() + h.seg_offset, o.pk.payload, o.pk.payload_len);
 	}
 	cr_assert(got == buf);
 	f.ack();
@@ -321,14 +328,17 @@ Test(sender, delivery_complete_waits_for_the_receipt)
 	int a, b;
 	cr_assert_eq(send(f.tx, buf, sizeof buf, &a, FI_DELIVERY_COMPLETE), 0);
 	cr_assert_eq(send(f.tx, buf, sizeof buf, &b, FI_DELIVERY_COMPLETE), 0);
-	cr_assert(f.port.out[0].pk.base->flags & kFlagDeliveryComplete);
+	cr_assert_eq(f.port.out[0].pk.type, Type::DcEagerTagRtm);
+	const uint32_t second = f.port.out[1].pk.as<v4::DcEagerRtm>().send_id;
+	cr_assert_neq(second, f.port.out[0].pk.as<v4::DcEagerRtm>().send_id);
 	f.ack();
 	cr_assert(f.port.done.empty(), "delivery complete before the RECEIPT");
 	std::vector<uint64_t> mem;
 	Parsed r = f.answer(
-		[](PktWriter &w) {
-			ReceiptHdr *h = w.header<ReceiptHdr>(PktType::Receipt, 1);
-			h->msg_id = 1; /* the second message first */
+		[&](v4::Writer &w) {
+			v4::Receipt *h = w.header<v4::Receipt>(Type::Receipt, 0);
+			h->send_id = second; /* the second message first */
+			h->msg_id = 1;
 		},
 		mem);
 	f.tx.handle_receipt(f.peer, r);
@@ -348,10 +358,10 @@ Test(sender, long_cts_sends_what_each_window_allows)
 	cr_assert_eq(send(f.tx, buf.data(), len, &ctx), 0);
 	cr_assert_eq(f.port.out.size(), 1u);
 	const Parsed req = f.port.out[0].pk; /* a copy: out grows below */
-	cr_assert_eq(req.type, PktType::LongCtsTag);
-	const LongCtsHdr h = req.as<LongCtsHdr>();
-	cr_assert_eq(h.msg_len, len);
-	cr_assert_eq(h.credits, 4u);
+	cr_assert_eq(req.type, Type::LongCtsTagRtm);
+	const v4::LongCtsRtm h = req.as<v4::LongCtsRtm>();
+	cr_assert_eq(h.msg_length, len);
+	cr_assert_eq(h.credit_request, 4u);
 	std::vector<uint8_t> got(len);
 	const size_t first = req.payload_len;
 	size_t have = first;
@@ -363,9 +373,10 @@ Test(sender, long_cts_sends_what_each_window_allows)
 	size_t from = 1;
 	for (; from < f.port.out.size(); from++) {
 		const Parsed &d = f.port.out[from].pk;
-		cr_assert_eq(d.type, PktType::Data);
-		cr_assert_eq(d.as<DataHdr>().recv_id, 55u);
-		std::memcpy(got.data() + d.as<DataHdr>().seg_off, d.payload, d.payload_len);
+		cr_assert_eq(d.type, Type::CtsData);
+		cr_assert_eq(d.as<v4::CtsData>().recv_id, 55u);
+		cr_assert(d.has_connid && d.connid == kQkey);
+		std::memcpy(got.data() + d.as<v4::CtsData>().seg_offset, d.payload, d.payload_len);
 		have += d.payload_len;
 	}
 	cr_assert_eq(have, first + 2000, "exactly the window");
@@ -373,7 +384,7 @@ Test(sender, long_cts_sends_what_each_window_allows)
 	f.cts(h.send_id, len); /* the rest */
 	for (; from < f.port.out.size(); from++) {
 		const Parsed &d = f.port.out[from].pk;
-		std::memcpy(got.data() + d.as<DataHdr>().seg_off, d.payload, d.payload_len);
+		std::memcpy(got.data() + d.as<v4::CtsData>().seg_offset, d.payload, d.payload_len);
 		have += d.payload_len;
 	}
 	cr_assert_eq(have, len);
@@ -390,7 +401,7 @@ Test(sender, long_cts_window_waits_for_buffers)
 	std::vector<uint8_t> buf(6000);
 	int ctx;
 	cr_assert_eq(send(f.tx, buf.data(), buf.size(), &ctx), 0);
-	const uint32_t send_id = f.port.out[0].pk.as<LongCtsHdr>().send_id;
+	const uint32_t send_id = f.port.out[0].pk.as<v4::LongCtsRtm>().send_id;
 	f.ack();
 	f.port.free = 1;
 	f.cts(send_id, 6000);
@@ -410,22 +421,22 @@ Test(sender, read_based_send_names_its_buffer_and_completes_on_eor)
 	cr_assert_eq(send(f.tx, buf.data(), buf.size(), &ctx), 0);
 	cr_assert_eq(f.port.out.size(), 1u);
 	const Parsed &req = f.port.out[0].pk;
-	cr_assert_eq(req.type, PktType::LongReadTag);
-	cr_assert_eq(req.iov_count, 1u);
-	cr_assert_eq(req.iov[0].addr, uint64_t(reinterpret_cast<uintptr_t>(buf.data())));
-	cr_assert_eq(req.iov[0].len, buf.size());
-	cr_assert_eq(req.iov[0].key, 0x500u);
-	const uint32_t send_id = req.as<LongReadHdr>().send_id;
+	cr_assert_eq(req.type, Type::LongReadTagRtm);
+	cr_assert_eq(req.read_iov_count, 1u);
+	cr_assert_eq(req.read(0).addr, uint64_t(reinterpret_cast<uintptr_t>(buf.data())));
+	cr_assert_eq(req.read(0).len, buf.size());
+	cr_assert_eq(req.read(0).key, 0x500u);
+	const uint32_t send_id = req.as<v4::LongReadRtm>().send_id;
 	f.ack();
 	cr_assert(f.port.done.empty());
 	std::vector<uint64_t> mem;
-	Parsed e = f.answer([&](PktWriter &w) { w.header<EorHdr>(PktType::Eor, 1)->send_id = send_id; }, mem);
+	Parsed e = f.answer([&](v4::Writer &w) { w.header<v4::Eor>(Type::Eor, 0)->send_id = send_id; }, mem);
 	f.tx.handle_eor(f.peer, e);
 	cr_assert_eq(f.port.done.size(), 1u);
 	/* Without RDMA read at the peer: long-CTS instead. */
 	Fixture g(true, 0);
 	cr_assert_eq(send(g.tx, buf.data(), buf.size(), &ctx), 0);
-	cr_assert_eq(g.port.out[0].pk.type, PktType::LongCtsTag);
+	cr_assert_eq(g.port.out[0].pk.type, Type::LongCtsTagRtm);
 }
 
 Test(sender, emulated_write_and_read)
@@ -439,15 +450,15 @@ Test(sender, emulated_write_and_read)
 	int w, r;
 	cr_assert_eq(f.tx.rma(RmaArgs{&iov, &desc, 1, kPeerAddr, &rma, 1, 0, 0, &w, true}), 0);
 	const Parsed &req = f.port.out[0].pk;
-	cr_assert_eq(req.type, PktType::WriteReq);
-	cr_assert_eq(req.iov[0].addr, 0x9000u);
-	cr_assert_eq(req.iov[0].key, 0x33u);
+	cr_assert_eq(req.type, Type::DcEagerRtw, "to a peer of ours, with its RECEIPT (and refusal)");
+	cr_assert_eq(req.rma(0).addr, 0x9000u);
+	cr_assert_eq(req.rma(0).key, 0x33u);
 	cr_assert(std::memcmp(req.payload, src, sizeof src) == 0);
-	const uint32_t send_id = req.as<WriteReqHdr>().send_id;
+	const uint32_t send_id = req.as<v4::DcEagerRtw>().send_id;
 	f.ack();
 	cr_assert(f.port.done.empty(), "an emulated write waits for the target's RECEIPT");
 	std::vector<uint64_t> mem;
-	f.tx.handle_receipt(f.peer, f.answer([&](PktWriter &x) { x.header<ReceiptHdr>(PktType::Receipt, 1)->send_id = send_id; }, mem));
+	f.tx.handle_receipt(f.peer, f.answer([&](v4::Writer &x) { x.header<v4::Receipt>(Type::Receipt, 0)->send_id = send_id; }, mem));
 	cr_assert_eq(f.port.done.size(), 1u);
 	cr_assert_eq(f.port.done[0].flags, uint64_t(FI_RMA | FI_WRITE));
 
@@ -455,31 +466,67 @@ Test(sender, emulated_write_and_read)
 	iovec diov{dst, sizeof dst};
 	cr_assert_eq(f.tx.rma(RmaArgs{&diov, &desc, 1, kPeerAddr, &rma, 1, 0, 0, &r, false}), 0);
 	const Parsed &rq = f.port.out[1].pk;
-	cr_assert_eq(rq.type, PktType::ReadReq);
-	const uint32_t recv_id = rq.as<ReadReqHdr>().recv_id;
+	cr_assert_eq(rq.type, Type::ShortRtr, "300 bytes fit one READRSP");
+	const uint32_t recv_id = rq.as<v4::Rtr>().recv_id;
+	cr_assert_eq(rq.as<v4::Rtr>().msg_length, sizeof src);
 	f.ack();
-	for (uint64_t off = 0; off < sizeof src; off += 200) {
-		const uint32_t n = uint32_t(std::min<uint64_t>(200, sizeof src - off));
-		std::vector<uint64_t> m;
-		f.tx.handle_read_rsp(f.peer, f.answer(
-						     [&](PktWriter &x) {
-							     ReadRspHdr *h = x.header<ReadRspHdr>(PktType::ReadRsp, 1);
-							     h->recv_id = recv_id;
-							     h->seg_len = n;
-							     h->seg_off = off;
-							     x.bytes(src + off, n);
-						     },
-						     m));
-	}
+	/* A responder may answer in a READRSP and CTSDATA (as a long-CTS read). */
+	std::vector<uint64_t> m;
+	f.tx.handle_read_rsp(f.peer, f.answer(
+					     [&](v4::Writer &x) {
+						     v4::ReadRsp *h = x.header<v4::ReadRsp>(Type::ReadRsp, 0);
+						     h->recv_id = recv_id;
+						     h->send_id = 7;
+						     h->seg_length = 200;
+						     x.bytes(src, 200);
+					     },
+					     m));
+	cr_assert_eq(f.port.done.size(), 1u, "complete with 100 bytes to come");
+	cr_assert(Sender::owns_id(recv_id), "a CTSDATA naming it reaches the Sender");
+	f.tx.handle_read_data(f.peer, f.answer(
+					      [&](v4::Writer &x) {
+						      v4::CtsData *h = x.header<v4::CtsData>(Type::CtsData, 0);
+						      h->recv_id = recv_id;
+						      h->seg_length = 100;
+						      h->seg_offset = 200;
+						      x.bytes(src + 200, 100);
+					      },
+					      m));
 	cr_assert_eq(f.port.done.size(), 2u);
 	cr_assert(std::memcmp(dst, src, sizeof src) == 0);
 	cr_assert_eq(f.port.counts[kCntrWrite][0], 1);
 	cr_assert_eq(f.port.counts[kCntrRead][0], 1);
 }
 
-Test(sender, device_write_in_segments_then_write_data)
+/* To a v4 peer that is not one of ours, an emulated write asks for no RECEIPT (nothing
+ * would tell it of a refusal): it completes once the device has delivered it, as
+ * upstream's does; asked for FI_DELIVERY_COMPLETE, it waits for the RECEIPT. */
+Test(sender, emulated_write_to_upstream_completes_on_delivery)
 {
-	Fixture f;
+	Fixture f(true, 0, false);
+	uint8_t src[64] = {};
+	iovec iov{src, sizeof src};
+	void *desc = nullptr;
+	const fi_rma_iov rma{0x9000, sizeof src, 0x33};
+	int w, dc;
+	cr_assert_eq(f.tx.rma(RmaArgs{&iov, &desc, 1, kPeerAddr, &rma, 1, 0, 0, &w, true}), 0);
+	cr_assert_eq(f.port.out[0].pk.type, Type::EagerRtw);
+	f.ack();
+	cr_assert_eq(f.port.done.size(), 1u);
+	cr_assert_eq(f.port.done[0].ctx, &w);
+	cr_assert_eq(f.tx.rma(RmaArgs{&iov, &desc, 1, kPeerAddr, &rma, 1, 0, FI_DELIVERY_COMPLETE, &dc, true}), 0);
+	cr_assert_eq(f.port.out[1].pk.type, Type::DcEagerRtw);
+	f.ack();
+	cr_assert_eq(f.port.done.size(), 1u, "delivery complete waits for the RECEIPT");
+	cr_assert(f.tx.busy());
+}
+
+/* A device write with CQ data: in work requests of at most max_rdma; to a peer of ours
+ * whose QP takes unsolicited write receive, the data follows in EXT_WRITE_DATA once the
+ * write is acknowledged; to another, it rides on the last write (with immediate). */
+Test(sender, device_write_in_segments)
+{
+	Fixture f(true, v4::kExtraRdmaRead | v4::kExtraRdmaWrite | v4::kExtraUnsolicitedWriteRecv);
 	f.port.device_ok = true;
 	std::vector<uint8_t> src(7000);
 	iovec iov{src.data(), src.size()};
@@ -494,11 +541,22 @@ Test(sender, device_write_in_segments_then_write_data)
 	cr_assert_eq(f.port.rdma[2].len, 1000u);
 	cr_assert_eq(f.port.rdma[2].raddr, 0x100000u + 6000);
 	cr_assert_eq(f.port.rdma[2].rkey, 0x44u);
+	cr_assert(f.port.write_data.empty(), "the CQ data before the write is in place");
 	f.ack();
 	cr_assert_eq(f.port.write_data.size(), 1u, "CQ data follows the write once it is in place");
 	cr_assert_eq(f.port.write_data[0].first, 0xcafeu);
 	cr_assert_eq(f.port.write_data[0].second, 7000u);
 	cr_assert_eq(f.port.done.size(), 1u);
+	for (bool ext : {true, false}) {
+		/* No unsolicited write receive at a peer of ours, or a peer not of ours. */
+		Fixture g(true, v4::kExtraRdmaWrite | (ext ? 0 : v4::kExtraUnsolicitedWriteRecv), ext);
+		g.port.device_ok = true;
+		cr_assert_eq(g.tx.rma(RmaArgs{&iov, &desc, 1, kPeerAddr, &rma, 1, 0xcafe, FI_REMOTE_CQ_DATA, &ctx, true}),
+			     0);
+		g.ack();
+		cr_assert(g.port.write_data.empty(), "the CQ data goes with the write (immediate data)");
+		cr_assert_eq(g.port.done.size(), 1u);
+	}
 }
 
 Test(sender, atomic_fetch_gets_its_result)
@@ -511,20 +569,22 @@ Test(sender, atomic_fetch_gets_its_result)
 	AtomicArgs a{AtomicKind::Fetch, &src, 1, nullptr, 0, &res, 1, 2, kPeerAddr, &rma, 1, FI_UINT64, FI_SUM, 0, &ctx};
 	cr_assert_eq(f.tx.atomic(a), 0);
 	const Parsed &req = f.port.out[0].pk;
-	cr_assert_eq(req.type, PktType::AtomicReq);
-	const AtomicReqHdr h = req.as<AtomicReqHdr>();
-	cr_assert_eq(h.op, uint8_t(FI_SUM));
-	cr_assert_eq(h.count, 2u);
+	cr_assert_eq(req.type, Type::FetchRta);
+	const v4::Rta h = req.as<v4::Rta>();
+	cr_assert_eq(h.atomic_op, uint32_t(FI_SUM));
+	cr_assert_eq(h.atomic_datatype, uint32_t(FI_UINT64));
+	cr_assert_eq(req.rma_iov_count, 1u);
+	cr_assert_eq(req.rma(0).len, sizeof operand, "the count in bytes");
 	cr_assert_eq(req.payload_len, sizeof operand);
 	f.ack();
 	cr_assert(f.port.done.empty());
 	const uint64_t old[2] = {100, 200};
 	std::vector<uint64_t> mem;
 	f.tx.handle_atom_rsp(f.peer, f.answer(
-					     [&](PktWriter &w) {
-						     RspHdr *r = w.header<RspHdr>(PktType::AtomRsp, 1);
-						     r->recv_id = h.recv_id;
-						     r->seg_len = sizeof old;
+					     [&](v4::Writer &w) {
+						     v4::AtomRsp *r = w.header<v4::AtomRsp>(Type::AtomRsp, 0);
+						     r->recv_id = h.id;
+						     r->seg_length = sizeof old;
 						     w.bytes(old, sizeof old);
 					     },
 					     mem));
@@ -543,12 +603,12 @@ Test(sender, target_refusal_and_device_failure_are_error_completions)
 	const fi_rma_iov rma{0x9000, sizeof src, 0x33};
 	int w;
 	cr_assert_eq(f.tx.rma(RmaArgs{&iov, &desc, 1, kPeerAddr, &rma, 1, 0, 0, &w, true}), 0);
-	const uint32_t send_id = f.port.out[0].pk.as<WriteReqHdr>().send_id;
+	const uint32_t send_id = f.port.out[0].pk.as<v4::DcEagerRtw>().send_id;
 	f.ack();
 	std::vector<uint64_t> mem;
 	f.tx.handle_error(f.peer, f.answer(
-					  [&](PktWriter &x) {
-						  ErrorHdr *e = x.header<ErrorHdr>(PktType::Error, 1);
+					  [&](v4::Writer &x) {
+						  v4::ExtError *e = x.header<v4::ExtError>(Type::ExtError, v4::kFlagConnId);
 						  e->op_id = send_id;
 						  e->err = FI_EACCES;
 					  },
@@ -628,7 +688,7 @@ Test(sender, a_refused_data_post_fails_a_long_send_once)
 	std::vector<uint8_t> buf(6000);
 	int ctx;
 	cr_assert_eq(send(f.tx, buf.data(), buf.size(), &ctx), 0);
-	const uint32_t send_id = f.port.out[0].pk.as<LongCtsHdr>().send_id;
+	const uint32_t send_id = f.port.out[0].pk.as<v4::LongCtsRtm>().send_id;
 	f.ack();
 	f.port.refuse_posts = 1;
 	f.cts(send_id, 6000);

@@ -7,6 +7,7 @@
  * every truncation, other versions and types, contradictory flags, iov counts and
  * lengths outside the packet or its message.
  */
+#include "rdm/pkt.h"
 #include "rdm/v4/codec.h"
 
 #include <criterion/criterion.h>
@@ -462,6 +463,95 @@ Test(v4, handshake_extra_info_and_optional_fields_in_order)
 	cr_assert_eq(parse(c.b, wc.size(), r), Error::Length);
 	hc->nextra_p3 = 3 + 100;
 	cr_assert_eq(parse(c.b, wc.size(), r), Error::Length);
+}
+
+/* Our HANDSHAKE as write_handshake builds it (Ep::send_handshake), and what
+ * decode_handshake reads of ours and of one as upstream sends it. */
+Test(v4, our_handshake_and_its_extension_mark)
+{
+	Buf b{};
+	const uint64_t f = kExtraRdmaRead | kExtraDeliveryComplete | kExtraConnIdHeader;
+	const size_t n = efa::rdm::write_handshake(b.b, sizeof b.b, f, 0xc0ffee);
+	cr_assert_eq(n, 8u + 8 + 8 + 8, "base + nextra_p3, one extra_info word, connid (8), mark (8)");
+	expect_base(b, 9, kFlagConnId);
+	cr_assert_eq(u32(b, 4), 4u);
+	cr_assert_eq(u64(b, 8), f);
+	cr_assert_eq(u32(b, 16), 0xc0ffeeu);
+	cr_assert_eq(std::memcmp(b.b + 24, kExtMagic, sizeof kExtMagic), 0);
+	const Packet p = parsed(b, n);
+	efa::rdm::HandshakeInfo hs;
+	cr_assert_eq(efa::rdm::decode_handshake(p, hs), Error::None);
+	cr_assert_eq(hs.features, f);
+	cr_assert(hs.ext);
+	cr_assert(p.has_connid && p.connid == 0xc0ffeeu);
+	/* Too small a buffer: nothing written. */
+	cr_assert_eq(efa::rdm::write_handshake(b.b, 31, f, 1), 0u);
+	/* As upstream sends it: host_id and device_version, two extra_info words, no mark. */
+	Buf u{};
+	Writer w(u.b, sizeof u.b);
+	w.header<Handshake>(Type::Handshake, kFlagConnId | kHsHostId | kHsDeviceVersion)->nextra_p3 = 5;
+	const uint64_t extra[2] = {kExtraRdmaRead | kExtraRunt, 1};
+	cr_assert(w.extra_info(extra, 2));
+	cr_assert(w.u64(7));
+	cr_assert(w.u64(0xabc));
+	cr_assert(w.u64(0xefa1));
+	const Packet q = parsed(u, w.size());
+	cr_assert_eq(efa::rdm::decode_handshake(q, hs), Error::None);
+	cr_assert_eq(hs.features, extra[0], "word 0 is what the endpoint keeps");
+	cr_assert(!hs.ext);
+	/* No extra_info at all (nextra_p3 3): no features. */
+	Buf z{};
+	Writer wz(z.b, sizeof z.b);
+	wz.header<Handshake>(Type::Handshake, 0)->nextra_p3 = 3;
+	const Packet r = parsed(z, wz.size());
+	cr_assert_eq(efa::rdm::decode_handshake(r, hs), Error::None);
+	cr_assert_eq(hs.features, 0u);
+	cr_assert(!hs.ext);
+}
+
+/* Our extension's packets (wire.h): type numbers outside v4's, the connid at byte 4. */
+Test(v4, extension_packets)
+{
+	cr_assert(!type_info(200).req && type_info(200).known);
+	cr_assert(!type_info(201).req && type_info(201).known);
+	cr_assert(!type_info(202).req && type_info(202).known);
+	cr_assert(!type_info(199).known && !type_info(203).known);
+	Buf b{};
+	Writer w(b.b, sizeof b.b);
+	ExtError *e = w.header<ExtError>(Type::ExtError, kFlagConnId);
+	e->connid = 0x77;
+	e->op_id = 0x80000005;
+	e->err = 13;
+	expect_base(b, 200, kFlagConnId);
+	cr_assert_eq(u32(b, 8), 0x80000005u);
+	cr_assert_eq(u32(b, 12), 13u);
+	Packet p = parsed(b, w.size());
+	cr_assert(p.has_connid && p.connid == 0x77u);
+	assert_truncations_refused(b, 16);
+	Buf c{};
+	Writer wc(c.b, sizeof c.b);
+	ExtVoid *v = wc.header<ExtVoid>(Type::ExtVoid, kFlagConnId);
+	v->connid = 0x78;
+	v->msg_id = 41;
+	v->count = 3;
+	expect_base(c, 201, kFlagConnId);
+	p = parsed(c, wc.size());
+	cr_assert(efa::rdm::is_ordered(p), "EXT_VOID passes the reorder buffer");
+	cr_assert_eq(efa::rdm::msg_id_of(p), 41u);
+	cr_assert_eq(u32(c, 12), 3u);
+	assert_truncations_refused(c, 16);
+	Buf d{};
+	Writer wd(d.b, sizeof d.b);
+	ExtWriteData *x = wd.header<ExtWriteData>(Type::ExtWriteData, kFlagConnId);
+	x->connid = 0x79;
+	x->cq_data = 0xfeed;
+	x->length = 70000;
+	expect_base(d, 202, kFlagConnId);
+	cr_assert_eq(u64(d, 8), 0xfeedu);
+	cr_assert_eq(u64(d, 16), 70000u);
+	p = parsed(d, wd.size());
+	cr_assert(p.has_connid && p.connid == 0x79u);
+	assert_truncations_refused(d, 24);
 }
 
 Test(v4, refusals)

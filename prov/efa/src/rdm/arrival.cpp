@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * Packet arrival: every received packet is checked (pkt.h's parse), its sender found
- * (peer.cpp, peer_table.h), ordered requests pass the peer's reorder buffer (protocol.md section 7),
- * and the packet goes to its handler. The device receive buffer is reposted at once;
+ * Packet arrival: every received packet is checked (v4::parse), its sender found
+ * (peer.cpp, peer_table.h), ordered requests pass the peer's reorder buffer (protocol.md,
+ * "Ordering"), and the packet goes to its handler. The device receive buffer is reposted at once;
  * what must outlive it is copied.
  */
 #include "rdm/ep.h"
@@ -31,25 +31,20 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 		return;
 	}
 	pkt->len = wc.byte_len;
-	if (pkt->len >= 2 && pkt->buf[1] != kProtoVersion) {
-		/* Our protocol probe (shaped as v4's HANDSHAKE), or another protocol's packet. */
-		RawAddr from;
-		if (parse_probe(pkt->buf, pkt->len, from))
-			handle_probe(from, wc);
-		else
-			foreign_packet(*pkt, wc);
+	if (pkt->len >= 2 && pkt->buf[1] != v4::kVersion) {
+		foreign_packet(*pkt, wc);
 		io.repost(pkt);
 		return;
 	}
 	Parsed pk;
-	const ParseError e = parse(pkt->buf, pkt->len, pk);
-	if (e != ParseError::None) {
+	const v4::Error e = v4::parse(pkt->buf, pkt->len, pk);
+	if (e != v4::Error::None) {
 		drops.malformed++;
 		if (!warned_malformed) {
 			warned_malformed = true;
-			EFA_WARN(EpData, "malformed packet from QP %u (%u bytes): %s; dropped (peers must run the same "
-				 "protocol version; further ones are counted, not logged)",
-				 wc.src_qp, wc.byte_len, parse_error_str(e));
+			EFA_WARN(EpData, "malformed packet from QP %u (%u bytes): %s; dropped (the peer does not follow "
+				 "protocol v4; further ones are counted, not logged)",
+				 wc.src_qp, wc.byte_len, v4::error_str(e));
 		}
 		io.repost(pkt);
 		return;
@@ -57,42 +52,70 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 	Peer *p = peer_from_wc(wc, pk);
 	if (p) {
 		peer_heard(*p);
-		p->speaks_ours = true; /* it spoke our protocol (also makes implicit peers known) */
+		p->got_pkt = true;
 		pkt->peer = p;
-		if (!p->hs_sent)
+		/* Our HANDSHAKE: to a peer we have not sent one, and again to one whose REQ
+		 * still carries its address (it has not received ours: the first may have
+		 * reached it before it knew us), unless one is on its way. */
+		if (!p->hs_sent || (pk.has_raw_addr && !p->hs_inflight && !p->hs_owed))
 			send_handshake(*p);
 		dispatch(*p, pkt, pk);
 	}
 	io.repost(pkt);
 }
 
+void Ep::refuse_req(Peer &p, const Parsed &pk, const char *why)
+{
+	drops.unknown++;
+	EFA_WARN(EpData, "a %s from %s is dropped: %s", v4::type_name(pk.type), addr_to_string(p.raw).c_str(), why);
+}
+
 void Ep::dispatch(Peer &p, Pkt *pkt, const Parsed &pk)
 {
+	if (pk.read_iov_count > kMaxRmaIov) {
+		refuse_req(p, pk, "it names more read iovs than this provider takes (4); the sender should send fewer "
+				  "iovs per message");
+		return;
+	}
 	switch (pk.type) {
-	case PktType::Handshake: handle_handshake(p, pk); break;
-	case PktType::Cts: tx.handle_cts(p, pk); break;
-	case PktType::Data: rx.handle_data(p, pk); break;
-	case PktType::Receipt: tx.handle_receipt(p, pk); break;
-	case PktType::ReadRsp: tx.handle_read_rsp(p, pk); break;
-	case PktType::AtomRsp: tx.handle_atom_rsp(p, pk); break;
-	case PktType::Error: tx.handle_error(p, pk); break;
-	case PktType::WriteData: handle_write_data(p, pk); break;
-	case PktType::WriteReq: handle_write_req(p, pk); break;
-	case PktType::ReadReq: handle_read_req(p, pk); break;
-	case PktType::EagerMsg:
-	case PktType::EagerTag:
-	case PktType::MediumMsg:
-	case PktType::MediumTag:
-	case PktType::LongCtsMsg:
-	case PktType::LongCtsTag:
-	case PktType::LongReadMsg:
-	case PktType::LongReadTag:
-	case PktType::AtomicReq: ordered_req(p, pkt, pk); break;
-	case PktType::Eor: tx.handle_eor(p, pk); break;
+	case Type::Handshake: handle_handshake(p, pk); break;
+	case Type::Cts: tx.handle_cts(p, pk); break;
+	case Type::CtsData:
+		if (Sender::owns_id(pk.as<v4::CtsData>().recv_id))
+			tx.handle_read_data(p, pk);
+		else
+			rx.handle_data(p, pk);
+		break;
+	case Type::ReadRsp: tx.handle_read_rsp(p, pk); break;
+	case Type::Eor: tx.handle_eor(p, pk); break;
+	case Type::ReadNack: tx.handle_read_nack(p, pk); break;
+	case Type::Receipt: tx.handle_receipt(p, pk); break;
+	case Type::AtomRsp: tx.handle_atom_rsp(p, pk); break;
+	case Type::ExtError: tx.handle_error(p, pk); break;
+	case Type::ExtWriteData: handle_write_data(p, pk); break;
+	case Type::EagerRtw:
+	case Type::DcEagerRtw:
+	case Type::LongCtsRtw:
+	case Type::DcLongCtsRtw:
+	case Type::LongReadRtw: handle_write_req(p, pk); break;
+	case Type::ShortRtr:
+	case Type::LongCtsRtr: handle_read_req(p, pk); break;
+	case Type::RuntCtsMsgRtm:
+	case Type::RuntCtsTagRtm:
+	case Type::RuntCtsRtw:
+	case Type::RuntReadMsgRtm:
+	case Type::RuntReadTagRtm:
+	case Type::RuntReadRtw:
+		/* Not announced (extra feature 4): upstream runts only device memory, or
+		 * system memory when FI_EFA_RUNT_SIZE is set. */
+		refuse_req(p, pk, "this provider does not implement the runting protocols; unset FI_EFA_RUNT_SIZE at "
+				  "the sender");
+		break;
 	default:
-		/* Types this version parses but does not act on yet. */
-		drops.unknown++;
-		EFA_DBG(EpData, "%s from %s: not handled", pkt_type_name(pk.type), addr_to_string(p.raw).c_str());
+		if (is_ordered(pk))
+			ordered_req(p, pkt, pk);
+		else
+			refuse_req(p, pk, "a type this provider does not take");
 		break;
 	}
 }
@@ -117,7 +140,7 @@ void Ep::ordered_req(Peer &p, Pkt *pkt, const Parsed &pk)
 		if (!warned_far) {
 			warned_far = true;
 			EFA_WARN(EpData, "a request from %s is %u message ids ahead of the next one expected, beyond the "
-				 "reorder reach of %u (protocol.md section 7): dropped; the peer does not follow the "
+				 "reorder reach of %u (protocol.md section 6): dropped; the peer does not follow the "
 				 "protocol (further ones are counted, not logged)",
 				 addr_to_string(p.raw).c_str(), id - p.rob.expected(), p.rob.reach());
 		}
@@ -133,11 +156,10 @@ void Ep::ordered_req(Peer &p, Pkt *pkt, const Parsed &pk)
 		while (chain) {
 			Pkt *next = chain->rb_next;
 			Parsed c;
-			if (parse(chain->buf, chain->len, c) == ParseError::None) {
+			if (v4::parse(chain->buf, chain->len, c) == v4::Error::None) {
 				/* Only medium messages have several packets per id: another start
 				 * of a one-packet request is a duplicate from a faulty peer. */
-				const bool medium = c.type == PktType::MediumMsg || c.type == PktType::MediumTag;
-				if (started && !medium)
+				if (started && !is_medium(c.type))
 					drops.dup++;
 				else
 					process_req(p, chain, c);
@@ -154,13 +176,12 @@ bool Ep::queued_dup(const Pkt *chain, const Parsed &pk)
 	if (!chain)
 		return false;
 	/* Only MEDIUM has several packets per id; they differ by offset. */
-	if (pk.type != PktType::MediumMsg && pk.type != PktType::MediumTag)
+	if (!is_medium(pk.type))
 		return true;
-	const uint64_t off = pk.as<MediumHdr>().seg_off;
+	const uint64_t off = data_offset(pk);
 	for (const Pkt *c = chain; c; c = c->rb_next) {
 		Parsed q;
-		if (parse(c->buf, c->len, q) != ParseError::None || q.type != pk.type ||
-		    q.as<MediumHdr>().seg_off == off)
+		if (v4::parse(c->buf, c->len, q) != v4::Error::None || q.type != pk.type || data_offset(q) == off)
 			return true;
 	}
 	return false;
@@ -169,14 +190,16 @@ bool Ep::queued_dup(const Pkt *chain, const Parsed &pk)
 void Ep::process_req(Peer &p, Pkt *pkt, const Parsed &pk)
 {
 	/* Later segments of a medium message whose first one started it. */
-	if (pk.type == PktType::MediumMsg || pk.type == PktType::MediumTag) {
-		if (MsgLink *l = Receiver::active_msg(p, pk.as<RtmHdr>().msg_id)) {
+	if (is_medium(pk.type)) {
+		if (MsgLink *l = Receiver::active_msg(p, msg_id_of(pk))) {
 			rx.add_segment(*l->m, *pkt, pk);
 			return;
 		}
 	}
-	if (pk.type == PktType::AtomicReq)
+	if (pk.info.family == v4::Family::Rta)
 		handle_atomic_req(p, pk);
+	else if (pk.type == Type::ExtVoid)
+		rx.skip_ids(p, pk);
 	else
 		rx.start_msg(p, *pkt, pk);
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The target side of an emulated atomic (docs/protocol.md, ATOMIC_REQ): applies a
+ * The target side of an emulated atomic (docs/protocol.md section 8, the RTAs): applies a
  * libfabric atomic operation in software to memory this process owns.
  *
  * Nothing here is atomic with respect to other threads or to the device: the caller
@@ -20,6 +20,10 @@
 #include <cstddef>
 
 namespace efa::rdm {
+
+/* What an atomic does with the target's old values: nothing (write), return them
+ * (fetch), or return them and write only where they equal the comparands (compare). */
+enum class AtomicKind : uint8_t { Write = 0, Fetch = 1, Compare = 2 };
 
 /*
  * Bytes per element of a point-to-point atomic datatype (FI_INT8 .. FI_LONG_DOUBLE_COMPLEX);

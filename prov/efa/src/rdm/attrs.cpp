@@ -14,11 +14,11 @@ RdmLimits rdm_limits(const verbs::Device &d)
 {
 	using namespace rdm;
 	const size_t mtu = d.mtu();
-	const size_t req_max = sizeof(EagerHdr) + sizeof(RawAddr) + kCqDataLen;
+	const size_t req_max = kEagerHdrMax + kReqOptMax;
 	RdmLimits l;
 	l.inject = mtu > req_max ? std::min<size_t>(4096, mtu - req_max) : 0;
 	/* A compare carries operand and comparand: half of what follows the headers. */
-	const size_t atomic_hdrs = sizeof(AtomicReqHdr) + sizeof(RawAddr) + kCqDataLen + sizeof(RmaIov);
+	const size_t atomic_hdrs = sizeof(v4::Rta) + kReqOptMax + sizeof(RmaIov);
 	l.max_atomic = mtu > atomic_hdrs ? ((mtu - atomic_hdrs) / 2) & ~size_t(15) : 0;
 	return l;
 }
@@ -59,7 +59,7 @@ fi_info *rdm_prototype(const verbs::Device &d)
 	rx.iov_limit = kRdmIovLimit;
 
 	fi_ep_attr &ep = *i->ep_attr;
-	ep.protocol_version = rdm::kProtoVersion;
+	ep.protocol_version = rdm::v4::kVersion;
 	ep.max_msg_size = SIZE_MAX;
 	ep.mem_tag_format = kTagGeneric;
 	ep.max_order_raw_size = lim.max_atomic;

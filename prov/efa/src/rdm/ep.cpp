@@ -231,14 +231,16 @@ int Ep::enable()
 	rm_enabled = info->domain_attr->resource_mgmt != FI_RM_DISABLED;
 	directed = info->caps & FI_DIRECTED_RECV;
 	if (!min_multi_recv)
-		min_multi_recv = mtu - sizeof(EagerHdr);
+		min_multi_recv = mtu - kEagerHdrMax;
 	io.set_backoff(uint32_t(prm.timeout_interval), uint32_t(std::max<size_t>(prm.max_timeout, 40)));
 	probe_ns = uint64_t(prm.peer_probe_interval) * 1000000;
-	features = uint64_t(kFeatDeliveryComplete);
+	/* The v4 extra features we implement, and our request for the connid header
+	 * (protocol.md section 3). */
+	features = v4::kExtraDeliveryComplete | v4::kExtraConnIdHeader;
 	if (dev.rdma_read())
-		features |= kFeatRdmaRead;
+		features |= v4::kExtraRdmaRead;
 	if (dev.rdma_write())
-		features |= kFeatRdmaWrite;
+		features |= v4::kExtraRdmaWrite;
 
 	const size_t ntx = std::clamp<size_t>(prm.tx_pkt_pool_size, 8, dev.efa().max_sq_wr);
 	const size_t nrx = std::clamp<size_t>(prm.rx_pkt_pool_size, 8, dev.efa().max_rq_wr);
@@ -262,7 +264,6 @@ int Ep::enable()
 	};
 
 	qkey = random_qkey();
-	name_mark = kRdmNameMark;
 	verbs::QpAttr qa;
 	qa.sq_depth = uint32_t(ntx);
 	qa.rq_depth = uint32_t(nrx);
@@ -278,9 +279,9 @@ int Ep::enable()
 	}
 	qp = q.take();
 	/* Peers learn what the QP has (the handshake): a write with data to a QP without
-	 * unsolicited write receive would take one of its receive packets. */
+	 * unsolicited write receive takes one of its receive packets. */
 	if (qp.features().unsolicited_write_recv)
-		features |= kFeatUnsolicitedWriteRecv;
+		features |= v4::kExtraUnsolicitedWriteRecv;
 	if (int r = io.init(dom->pd, qp, ntx, nrx, mtu); r) {
 		qp = verbs::Qp();
 		undo_slots();
@@ -308,7 +309,7 @@ int Ep::enable()
 	rc.min_multi_recv = min_multi_recv;
 	rc.size = info->rx_attr->size;
 	rc.qkey = qkey;
-	rc.cts_window = credits * (mtu - sizeof(DataHdr));
+	rc.cts_window = credits * (mtu - kCtsDataHdr);
 	rc.max_read = dev.max_rdma_size();
 	rx.configure(rc);
 	enabling = true;
@@ -456,6 +457,10 @@ int EpTxPort::tx_rdma(Pkt *pkt, const TxOp &op, bool write, uint64_t off, uint64
 	uint32_t vflags = 0;
 	if (op.flags & FI_EFA_WR_HIGH_PPS)
 		vflags |= verbs::kHighPps;
+	/* The remote CQ data rides on the last work request of a write (unless it follows
+	 * in EXT_WRITE_DATA). */
+	if (write && (op.flags & FI_REMOTE_CQ_DATA) && !op.notice && off + len == op.len)
+		vflags |= verbs::kWithImm;
 	const uint64_t wr_id = reinterpret_cast<uint64_t>(pkt);
 	const int r = write ? ep_.qp.write(wr_id, op.peer->dest, {sge, nsge}, rkey, raddr, uint32_t(op.data), vflags)
 			    : ep_.qp.read(wr_id, op.peer->dest, {sge, nsge}, rkey, raddr, 0);
@@ -466,7 +471,7 @@ int EpTxPort::tx_rdma(Pkt *pkt, const TxOp &op, bool write, uint64_t off, uint64
 
 void EpTxPort::tx_write_data(Peer &p, uint64_t data, uint64_t len)
 {
-	ep_.send_ctl(Ctl{&p, PktType::WriteData, 0, 0, 0, {}, data, len});
+	ep_.send_ctl(Ctl{&p, Type::ExtWriteData, 0, 0, 0, {}, data, len});
 }
 
 void EpTxPort::tx_complete(const fi_cq_tagged_entry &e) { ep_.tx_cq->push(e, FI_ADDR_NOTAVAIL); }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The efa fabric's RDM endpoint: the protocol of docs/protocol.md over one SRD QP.
+ * The efa fabric's RDM endpoint: upstream's RDM protocol v4 (docs/protocol.md) over one
+ * SRD QP.
  *
  * Its parts (docs/architecture.md): the records (ops.h), packets and their pools
  * (packet_io.h), the peer table (peer_table.h), the receiving side (receiver.h); the
@@ -120,7 +121,6 @@ struct Ep : EpBase {
 	bool directed = false;
 	size_t min_multi_recv = 0;
 	uint64_t probe_ns = 0; /* FI_EFA_PEER_PROBE_INTERVAL; 0: no probes */
-	static constexpr uint64_t kAskWarnNs = 2000000000; /* ask_protocol's warning */
 	uint64_t next_probe_check = 0;
 
 	/* Packets and peers. */
@@ -152,25 +152,23 @@ struct Ep : EpBase {
 	ssize_t rma(const RmaArgs &a);
 	ssize_t atomic(const AtomicArgs &a);
 	ssize_t recv(const RecvArgs &a);
-	/* The device's verdict on a sent packet (peer.cpp): RNR, VOID runs, peer gone. */
+	/* The device's verdict on a sent packet (peer.cpp): RNR, EXT_VOID runs, peer gone. */
 	void tx_done(Pkt *pkt, const verbs::Wc &wc);
 
 	/* rdm/pkt_ctl.cpp: the control packets, built, sent and handled */
 	bool send_handshake(Peer &p);
-	/* Work to p, not known to speak our protocol: sends the probe once, warns when the
-	 * answer is late, and returns -FI_EAGAIN (protocol.md section 12.2). */
-	ssize_t ask_protocol(Peer &p);
-	/* A probe arrived (rx_done): its sender is one of ours and gets our HANDSHAKE. */
-	void handle_probe(const RawAddr &from, const verbs::Wc &wc);
 	void handle_handshake(Peer &p, const Parsed &pk);
 	void handle_write_data(Peer &p, const Parsed &pk);
-	/* A target's answer (RECEIPT, WRITE_DATA, ERROR, ATOMRSP): sent now, or queued on
-	 * ctl_pending for progress when no transmit buffer is free. */
+	/* A target's answer (RECEIPT, ATOMRSP, EXT_ERROR): sent now, or queued on
+	 * ctl_pending for progress when no transmit buffer is free (EXT_ERROR: or until the
+	 * peer's HANDSHAKE says whether it takes it). */
 	void send_ctl(Ctl c);
 	bool try_ctl(Ctl &c);
 
 	/* rdm/target.cpp: the target of emulated RMA and atomics */
 	int check_rma(const RmaIov *iov, uint32_t n, uint64_t access, iovec *out);
+	/* The same for the remote iovs of an RTW, RTR or RTA (1 to kMaxRmaIov); `total`: their bytes. */
+	int check_rma(const Parsed &pk, uint64_t access, iovec *out, uint64_t &total);
 	void handle_write_req(Peer &p, const Parsed &pk);
 	void handle_read_req(Peer &p, const Parsed &pk);
 	void handle_atomic_req(Peer &p, const Parsed &pk);
@@ -183,6 +181,9 @@ struct Ep : EpBase {
 	void process_req(Peer &p, Pkt *pkt, const Parsed &pk);
 	/* Whether an ordered REQ for an id ahead duplicates what is queued for that id. */
 	static bool queued_dup(const Pkt *chain, const Parsed &pk);
+	/* A REQ we do not take (the runting protocols, more read iovs than we name): the
+	 * log line says what the peer should change. */
+	void refuse_req(Peer &p, const Parsed &pk, const char *why);
 
 	/* rdm/peer.cpp: peers as operations and packets meet them; progress */
 	Peer *peer_for_addr(fi_addr_t addr);
@@ -194,25 +195,28 @@ struct Ep : EpBase {
 	{
 		return rm_enabled && (!p.queued.empty() || now_ns() < p.backoff_until);
 	}
-	/* A new message id for p would be the reorder reach (protocol.md section 7) or more
+	/* A new message id for p would be the reorder reach (protocol.md section 6) or more
 	 * ahead of the oldest refused id p has not been told to skip (FI_RM_DISABLED). */
 	bool ids_full(const Peer &p) const
 	{
 		if (!p.void_pkt)
 			return false;
-		uint32_t oldest = reinterpret_cast<const RtmHdr *>(p.void_pkt->buf)->msg_id;
+		uint32_t oldest = p.voids.empty() ? p.next_tx_id : p.voids.front().first;
+		if (p.void_pkt->len) /* on its way: its run is the oldest */
+			oldest = reinterpret_cast<const v4::ExtVoid *>(p.void_pkt->buf)->msg_id;
 		for (const auto &r : p.voids)
 			if (int32_t(r.first - oldest) < 0)
 				oldest = r.first;
-		const uint32_t reach = std::max(p.rx_window, ReorderBuffer<Pkt>::kMinReach);
+		/* v4 does not say a peer's reorder window: ours is assumed (fi_efa(7)). */
+		const uint32_t reach = std::max(rx_window, ReorderBuffer<Pkt>::kMinReach);
 		return p.next_tx_id - oldest >= reach;
 	}
 	void void_ids(Peer &p, Pkt *pkt, uint32_t id);
 	void void_next(Peer &p, Pkt *pkt);
+	/* The sender of a packet: by the device's source (address handle and QP number)
+	 * and the packet's connid when it carries one, else by its raw address header. */
 	Peer *peer_from_wc(const verbs::Wc &wc, const Parsed &pk);
-	/* The same from the connection id and the address a packet carries (`what`: its kind, for the log). */
-	Peer *peer_from_src(const verbs::Wc &wc, uint32_t conn, const RawAddr *ra, const char *what);
-	Peer *known_peer(uint16_t ahn, uint32_t qpn, uint32_t conn);
+	Peer *known_peer(uint16_t ahn, uint32_t qpn, bool has_conn, uint32_t conn);
 	/* An implicit peer got its fi_addr: its unreceived messages now come from it. */
 	void adopted(Peer &p) { rx.adopted(p); }
 	/* Adopts implicit peers inserted into the AV since the last look (cheap when none). */
@@ -244,9 +248,8 @@ struct Ep : EpBase {
 	void peer_revived(Peer &p);
 	/* A packet from `p`'s QP number with another connection id `conn`. */
 	void peer_replaced(Peer &p, uint32_t conn);
-	/* A packet of another protocol version (not ours: e.g. upstream's v4) arrived:
-	 * drop it and, when its sender is a known peer, fail that peer for good
-	 * (protocol.md section 12). */
+	/* A packet of another protocol version than v4 arrived: drop it and, when its
+	 * sender is a known peer, fail that peer for good (protocol.md section 2). */
 	void foreign_packet(const Pkt &pkt, const verbs::Wc &wc);
 	void peer_foreign(Peer &p, unsigned version);
 	/* The answer of an operation on a dead peer, with a log line. */
@@ -260,13 +263,12 @@ struct Ep : EpBase {
 	}
 	ssize_t call_error(CallCheck c, const char *what, uint64_t flags, uint64_t allowed) const;
 	/* The peer an operation goes to, or null with the answer in `err`: not in the AV
-	 * (-FI_EINVAL), failed (dead_peer), not known to speak our protocol (ask_protocol),
-	 * backing off or, when it takes a new message id (`new_id`), too far ahead
-	 * (-FI_EAGAIN). */
+	 * (-FI_EINVAL), failed (dead_peer), backing off or, when it takes a new message id
+	 * (`new_id`), too far ahead (-FI_EAGAIN). */
 	Peer *tx_peer(fi_addr_t dest, bool new_id, ssize_t &err)
 	{
 		Peer *p = peer_for_addr(dest);
-		if (p && !p->dead && p->speaks_ours && !held_back(*p) && !(new_id && ids_full(*p)))
+		if (p && !p->dead && !held_back(*p) && !(new_id && ids_full(*p)))
 			return p;
 		err = tx_peer_error(dest, p);
 		return nullptr;
@@ -281,11 +283,7 @@ struct Ep : EpBase {
 	Pkt *tx_pkt(Peer &p, TxOp *op);
 	/* Posts (or, while the peer backs off, queues) a built packet. 0 or -FI_E*. */
 	int post(Pkt *pkt);
-	/* Flags of a REQ to `p`: RAW_ADDR until p's handshake has arrived. */
-	uint16_t req_flags(const Peer &p) const { return p.hs_got ? 0 : kFlagRawAddr; }
 	RawAddr self_addr() const;
-	HandshakeInfo own_handshake() const; /* what our HANDSHAKEs announce */
-	void write_raw_addr(PktWriter &w, const Peer &p);
 	uint64_t now_ns() const;
 
 	/* Completions. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * Peer failure (docs/reliability.md, "Peer failure"; docs/protocol.md section 4.1).
+ * Peer failure (docs/reliability.md, "Peer failure"; docs/protocol.md section 9).
  *
  * The device tells when a peer is gone: a work request to it completes with
  * UNRESP_REMOTE / UNREACH_REMOTE / BAD_DEST_QPN. An operation that waits for the peer's
@@ -80,8 +80,8 @@ void Ep::foreign_packet(const Pkt &pkt, const verbs::Wc &wc)
 	drops.foreign++;
 	const unsigned version = pkt.buf[1];
 	/* Its sender, if the device knows it (an address handle: we inserted it or sent to
-	 * it). Another protocol's header has no connection id where ours has one, so the
-	 * QP number names it. */
+	 * it). Another version's header need not carry a connid where v4's does, so the QP
+	 * number names it. */
 	Peer *p = nullptr;
 	if (wc.slid != 0xffff) {
 		p = peers.for_src(wc.slid, wc.src_qp);
@@ -93,11 +93,11 @@ void Ep::foreign_packet(const Pkt &pkt, const verbs::Wc &wc)
 		warned_foreign = true;
 		EFA_WARN(EpData,
 			 "a packet of RDM protocol version %u (type %u, %u bytes) from QP %u%s%s: this provider speaks "
-			 "its own protocol version %u, libfabric's own efa provider speaks version 4, and the two do "
-			 "not interoperate on the efa fabric (the efa-direct fabric works between them). Dropped; "
-			 "further ones are counted, not logged",
+			 "version %u, as libfabric's efa provider does since 1.x; its sender runs something else "
+			 "(an older build of this provider spoke version 1). Dropped; further ones are counted, not "
+			 "logged; run the same protocol version on every node of the job",
 			 version, unsigned(pkt.buf[0]), pkt.len, wc.src_qp, p ? ", " : "",
-			 p ? addr_to_string(p->raw).c_str() : "", unsigned(kProtoVersion));
+			 p ? addr_to_string(p->raw).c_str() : "", unsigned(v4::kVersion));
 	}
 	if (p && !p->foreign && !p->released)
 		peer_foreign(*p, version);
@@ -110,7 +110,7 @@ void Ep::peer_foreign(Peer &p, unsigned version)
 	p.dead = true;
 	EFA_WARN(EpData, "%s (fi_addr %lu) speaks RDM protocol version %u, not this provider's %u: its pending "
 		 "operations fail with FI_EHOSTUNREACH and new ones with -FI_EHOSTUNREACH (%s)",
-		 addr_to_string(p.raw).c_str(), (unsigned long)p.addr, version, unsigned(kProtoVersion),
+		 addr_to_string(p.raw).c_str(), (unsigned long)p.addr, version, unsigned(v4::kVersion),
 		 efa_status_msg(uint32_t(EfaStatus::PEER_PROTOCOL_MISMATCH)));
 	if (!was_dead)
 		peer_failed(p, FI_EHOSTUNREACH, uint32_t(EfaStatus::PEER_PROTOCOL_MISMATCH));
@@ -152,7 +152,7 @@ void Ep::peer_failed(Peer &p, int err, uint32_t status)
 			tx.pkt_failed(op, err, status);
 		}
 	}
-	/* Nothing to void on a peer that is gone (a VOID on the device comes back as any
+	/* Nothing to void on a peer that is gone (an EXT_VOID on the device comes back as any
 	 * packet, and goes to the pool). */
 	p.voids.clear();
 	p.void_pkt = nullptr;
@@ -181,7 +181,7 @@ void Ep::probe_peers(uint64_t now)
 			p.heard = false;
 			p.silent_since = now;
 		}
-		const bool waits = p.waiting || !p.receipts.empty() || !p.msgs.empty();
+		const bool waits = p.waiting || !p.msgs.empty();
 		p.waiting = false;
 		if (!waits || p.dead || p.released || p.probe_out || now - p.silent_since < probe_ns)
 			return;
@@ -194,9 +194,9 @@ bool Ep::send_probe(Peer &p)
 	Pkt *pkt = tx_pkt(p, nullptr);
 	if (!pkt)
 		return false; /* the next check tries again */
-	/* A HANDSHAKE: every peer accepts it at any time, and it changes nothing there
-	 * (protocol.md section 4.1). Its completion is the device's verdict. */
-	pkt->len = uint32_t(write_handshake(pkt->buf, pkt->cap, own_handshake()));
+	/* A HANDSHAKE: every v4 peer accepts it at any time, and it changes nothing there
+	 * (protocol.md section 3). Its completion is the device's verdict. */
+	pkt->len = uint32_t(write_handshake(pkt->buf, pkt->cap, features, qkey));
 	pkt->probe = true;
 	p.probe_out = true;
 	EFA_DBG(EpData, "%s is silent with operations waiting on it: probing", addr_to_string(p.raw).c_str());

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * Receive matching (docs/protocol.md section 10): posted receives and unexpected
+ * Receive matching (docs/protocol.md section 5): posted receives and unexpected
  * messages, untagged and tagged kept apart, each in FIFO order.
  *
  * Posted (a receive) has fields `src` (fi_addr_t; FI_ADDR_UNSPEC for any), `tag` and

@@ -13,6 +13,7 @@
 #define EFA_RDM_OPS_H
 
 #include "domain.h"
+#include "rdm/atomic_ops.h"
 #include "rdm/ilist.h"
 #include "rdm/packet_io.h"
 #include "rdm/pkt.h"
@@ -42,12 +43,6 @@ struct MsgLink : IListNode<MsgLink> {
 	MsgRx *m = nullptr;
 };
 
-/* A send's place on its peer's list of sends waiting for a RECEIPT (Peer::receipts),
- * apart from the list TxOp itself is on (tx_pending). */
-struct TxLink : IListNode<TxLink> {
-	TxOp *op = nullptr;
-};
-
 struct Peer : IListNode<Peer> {
 	explicit Peer(uint32_t window) : rob(window) {}
 	fi_addr_t addr = FI_ADDR_NOTAVAIL; /* in the AV, or FI_ADDR_NOTAVAIL (implicit) */
@@ -56,27 +51,22 @@ struct Peer : IListNode<Peer> {
 	verbs::Dest dest{};
 	uint32_t next_tx_id = 0;
 	ReorderBuffer<Pkt> rob;
-	bool hs_sent = false;  /* our HANDSHAKE is out (or owed: hs_owed) */
-	bool hs_owed = false;  /* could not be sent yet */
-	bool hs_got = false;   /* theirs arrived */
-	/* Known to speak our protocol: its address carries kRdmNameMark, or a packet of
-	 * ours (or our probe) came from it. Until then nothing of our protocol goes to it:
-	 * the probe first (`asked_at`: when, steady ns), and work waits (protocol.md 12.2). */
-	bool speaks_ours = false;
-	bool asked_warned = false;
-	uint64_t asked_at = 0;
-	uint64_t features = 0; /* theirs */
-	uint32_t max_payload = 0;
-	uint32_t rx_window = 0; /* theirs (0: not known yet) */
-	/* Medium messages being reassembled, and our eager and medium sends waiting for a
-	 * RECEIPT: both in message id order, found by message id (few at a time; no
-	 * allocation on the data path). */
+	bool hs_sent = false;	  /* our HANDSHAKE is out (or owed: hs_owed) */
+	bool hs_owed = false;	  /* could not be sent yet */
+	bool hs_inflight = false; /* one is on the device (not acknowledged yet) */
+	bool hs_got = false;	  /* theirs arrived */
+	bool got_pkt = false;	  /* a packet of theirs arrived (ever) */
+	bool hs_blind = false;	  /* ours went out before any of theirs arrived: a v4 peer
+				   * that did not know us yet dropped it */
+	uint64_t features = 0;	  /* theirs: v4 extra_info word 0 */
+	bool ext = false;	  /* it takes our extension (EXT_ERROR, EXT_VOID) */
+	/* Medium messages being reassembled, in message id order, found by message id (few
+	 * at a time; no allocation on the data path). */
 	IList<MsgLink> active;
-	IList<TxLink> receipts;
 	/* FI_RM_DISABLED: message ids of sends refused with FI_ENORX that the peer has not
-	 * been told to skip yet, as runs (first id, count); `void_pkt` is the one VOID
-	 * packet that tells it, on the device or waiting to be resent (protocol.md
-	 * section 11). */
+	 * been told to skip yet, as runs (first id, count); `void_pkt` is the one EXT_VOID
+	 * packet that tells it, on the device or waiting to be resent (protocol.md,
+	 * "FI_RM_DISABLED"). Only a peer of ours takes it (Peer::ext). */
 	std::deque<std::pair<uint32_t, uint32_t>> voids;
 	Pkt *void_pkt = nullptr;
 	/* RNR: packets to resend, in order, not before `backoff_until` (steady ns). */
@@ -126,10 +116,11 @@ struct TxOp : IListNode<TxOp> {
 	uint64_t window = 0;  /* long-CTS: bytes the receiver accepts beyond `sent` */
 	uint64_t done = 0;    /* emulated read / atomic response: bytes received */
 	uint32_t inflight = 0;
-	bool need_receipt = false;
-	bool notice = false; /* a device write with CQ data: WRITE_DATA once it is acknowledged */
+	bool need_receipt = false; /* a RECEIPT (delivery complete) or EOR ends it */
+	bool notice = false;	   /* a device write with CQ data: EXT_WRITE_DATA once acknowledged */
 	bool got_receipt = false;
-	bool responder = false; /* the target side of an emulated read: sends READRSP */
+	bool responder = false; /* the responder of an emulated read: READRSP, then CTSDATA */
+	bool rsp_sent = false;	/* its READRSP is out */
 	int err = 0;	     /* first error (positive FI_E*) */
 	uint32_t prov_errno = 0;
 	/* RMA and atomics */
@@ -143,7 +134,6 @@ struct TxOp : IListNode<TxOp> {
 	size_t compare_count = 0;
 	/* LONGREAD: registrations of iovs whose descriptor grants no remote read. */
 	verbs::Mr reg[kMaxRmaIov];
-	TxLink rlink; /* on peer->receipts while it waits for one */
 
 	/* What every operation records when it starts: its kind, peer and the call's
 	 * context, flags and completion entry flags (`completion`: whether it reports one). */
@@ -201,10 +191,15 @@ struct RxOp : IListNode<RxOp> {
 	}
 };
 
+/* How a message's data arrives: in its REQ, in MEDIUM segments, under CTS windows
+ * (CTSDATA), or by our RDMA reads of the sender's buffers. */
+enum class RxKind : uint8_t { Eager, Medium, LongCts, LongRead };
+
 struct MsgRx : IListNode<MsgRx> {
 	Peer *peer = nullptr;
 	fi_addr_t src = FI_ADDR_NOTAVAIL;
-	PktType type = PktType::EagerMsg;
+	RxKind kind = RxKind::Eager;
+	bool write = false; /* the target of an emulated write: no receive, no completion */
 	bool tagged = false;
 	uint32_t msg_id = 0;
 	uint64_t msg_len = 0;
@@ -213,7 +208,7 @@ struct MsgRx : IListNode<MsgRx> {
 	bool has_data = false;
 	bool dc = false;
 	uint32_t send_id = 0;
-	uint32_t id = 0; /* recv_id (long-CTS) */
+	uint32_t id = 0; /* recv_id (long-CTS, long-read) */
 	bool has_id = false;
 	/* Bytes placed; with long-CTS, the window granted so far. */
 	uint64_t received = 0;
@@ -304,15 +299,17 @@ struct AtomicArgs {
 	void *context;
 };
 
-/* A control packet that found no transmit buffer, sent by progress. */
+/* A control packet (RECEIPT, ATOMRSP, EXT_ERROR, EXT_WRITE_DATA), sent by progress when
+ * no transmit buffer is free (or, EXT_ERROR, until the peer's HANDSHAKE says it takes
+ * it). */
 struct Ctl {
 	Peer *peer;
-	PktType type; /* Receipt, Error or AtomRsp */
-	uint32_t a;   /* send_id / op_id / recv_id */
-	uint32_t b;   /* msg_id */
-	uint32_t err;
+	Type type;
+	uint32_t a;   /* send_id (RECEIPT, EXT_ERROR) / recv_id (ATOMRSP) */
+	uint32_t b;   /* msg_id (RECEIPT) */
+	uint32_t err; /* EXT_ERROR: positive FI_E* */
 	std::vector<uint8_t> payload;
-	uint64_t data = 0; /* WriteData: the remote CQ data and the write's length */
+	uint64_t data = 0; /* EXT_WRITE_DATA: the remote CQ data and the write's length */
 	uint64_t len = 0;
 };
 

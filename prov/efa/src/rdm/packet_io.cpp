@@ -166,7 +166,7 @@ void PacketIo::on_rnr(Pkt *pkt, uint64_t now)
 	rnr_resends++;
 	pkt->rnr_tries++;
 	/* The first RNR of a packet is resent at once; repeated ones back the peer off
-	 * for a random, doubling time (protocol.md section 11). */
+	 * for a random, doubling time (protocol.md section 7). */
 	if (pkt->rnr_tries > 1) {
 		if (!p.backoff_us)
 			p.backoff_us = backoff_first_us_ ? backoff_first_us_ : 40 + uint32_t(random() % 81);

@@ -8,7 +8,7 @@
  *    that must outlive their receive buffer (out of order, unexpected).
  *  - PacketIo: the pools, reposting receive buffers, sending a built packet to its peer,
  *    each peer's queue of packets held back (receiver not ready, or a full send queue)
- *    and their resending, in order, after the peer's backoff (protocol.md section 11).
+ *    and their resending, in order, after the peer's backoff (protocol.md section 7).
  *
  * Whether a packet may go to a peer at all (the peer failed, was removed) and what a
  * refused post means for its operation are the endpoint's decisions (Ep::post).

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * Peers (docs/protocol.md sections 2 and 11) as the endpoint uses them (the table itself:
+ * Peers (docs/protocol.md sections 2 and 7) as the endpoint uses them (the table itself:
  * peer_table.h): the peer of an operation and of a packet, whether a packet may go to
  * its peer (post), and the endpoint's progress. The handshake: pkt_ctl.cpp.
  */
@@ -21,25 +21,13 @@ uint64_t Ep::now_ns() const
 				.count());
 }
 
-HandshakeInfo Ep::own_handshake() const
-{
-	return HandshakeInfo{features, uint32_t(mtu), rx_window, self_addr()};
-}
-
 RawAddr Ep::self_addr() const
 {
 	RawAddr a{};
 	std::memcpy(a.gid, dom->dev->gid().raw, 16);
 	a.qpn = uint16_t(qp.qpn());
-	a.pad = name_mark;
 	a.qkey = qkey;
 	return a;
-}
-
-void Ep::write_raw_addr(PktWriter &w, const Peer &p)
-{
-	if (!p.hs_got)
-		w.raw_addr(self_addr());
 }
 
 Peer *Ep::peer_for_addr(fi_addr_t addr)
@@ -78,42 +66,37 @@ ssize_t Ep::tx_peer_error(fi_addr_t dest, Peer *p)
 	}
 	if (p->dead)
 		return dead_peer(*p);
-	if (!p->speaks_ours)
-		return ask_protocol(*p);
 	return -FI_EAGAIN; /* backing off, or too many ids ahead */
 }
 
-Peer *Ep::known_peer(uint16_t ahn, uint32_t qpn, uint32_t conn)
+Peer *Ep::known_peer(uint16_t ahn, uint32_t qpn, bool has_conn, uint32_t conn)
 {
 	Peer *known = peers.for_src(ahn, qpn);
-	if (known && known->raw.qkey == conn) {
+	if (known && (!has_conn || known->raw.qkey == conn)) {
 		/* An implicit peer inserted into the AV since: from now on it has an fi_addr. */
 		if (known->addr == FI_ADDR_NOTAVAIL)
 			adopt_pending();
 		return known;
 	}
 	/* Another connection id on a known QP: a new endpoint took the QP number, so the
-	 * one we knew there is gone (protocol.md section 12). */
+	 * one we knew there is gone (protocol.md section 2). */
 	if (known)
 		peer_replaced(*known, conn);
 	const fi_addr_t a = av->reverse_lookup(ahn, qpn);
 	if (a == FI_ADDR_NOTAVAIL)
 		return nullptr;
 	const AvEntry *e = av->lookup(a);
-	return e && e->addr.qkey == conn ? peer_for_addr(a) : nullptr;
+	return e && (!has_conn || e->addr.qkey == conn) ? peer_for_addr(a) : nullptr;
 }
 
 Peer *Ep::peer_from_wc(const verbs::Wc &wc, const Parsed &pk)
 {
-	return peer_from_src(wc, pk.base->conn, pk.raw_addr, pkt_type_name(pk.type));
-}
-
-Peer *Ep::peer_from_src(const verbs::Wc &wc, uint32_t conn, const RawAddr *ra, const char *what)
-{
+	const uint32_t conn = pk.connid;
 	if (wc.slid != 0xffff) {
-		if (Peer *p = known_peer(wc.slid, wc.src_qp, conn))
+		if (Peer *p = known_peer(wc.slid, wc.src_qp, pk.has_connid, conn))
 			return p;
 	}
+	const RawAddr *ra = pk.has_raw_addr ? &pk.raw_addr : nullptr;
 	/* The device had no address handle for the sender when the packet arrived (or the
 	 * sender is a new endpoint on a known QP number): the packet's own address names
 	 * it. Every packet of one sender must reach the same peer, whether it came before
@@ -123,7 +106,7 @@ Peer *Ep::peer_from_src(const verbs::Wc &wc, uint32_t conn, const RawAddr *ra, c
 		Domain::AhRef *ah = dom->get_ah(ra->gid, &err);
 		if (!ah) {
 			EFA_WARN(EpData, "no address handle for %s: %s", addr_to_string(*ra).c_str(), fi_strerror(-err));
-		} else if (Peer *p = known_peer(ah->ah.ahn(), ra->qpn, conn)) {
+		} else if (Peer *p = known_peer(ah->ah.ahn(), ra->qpn, true, conn)) {
 			dom->put_ah(ah);
 			return p;
 		} else {
@@ -131,7 +114,8 @@ Peer *Ep::peer_from_src(const verbs::Wc &wc, uint32_t conn, const RawAddr *ra, c
 		}
 	}
 	drops.unknown++;
-	EFA_DBG(EpData, "%s from QP %u (AHN %u, conn %#x): unknown sender, dropped", what, wc.src_qp, wc.slid, conn);
+	EFA_DBG(EpData, "%s from QP %u (AHN %u, conn %#x): unknown sender, dropped", v4::type_name(pk.type), wc.src_qp,
+		wc.slid, conn);
 	return nullptr;
 }
 
@@ -167,7 +151,7 @@ int Ep::post(Pkt *pkt)
 		if (!r)
 			return 0;
 		if (r != -ENOMEM) {
-			EFA_WARN(EpData, "posting a %s packet failed: %s", pkt_type_name(PktType(pkt->buf[0])),
+			EFA_WARN(EpData, "posting a %s packet failed: %s", pkt_type_name(pkt->buf[0]),
 				 fi_strerror(-r));
 			if (pkt->op) {
 				tx.pkt_failed(pkt->op, FI_EIO, uint32_t(EfaStatus::POST_FAILED));
@@ -199,6 +183,8 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 	}
 	if (pkt->probe)
 		p->probe_out = false;
+	if (pkt->buf[0] == uint8_t(Type::Handshake))
+		p->hs_inflight = false;
 	TxOp *op = pkt->op;
 	if (wc.ok()) {
 		p->backoff_us = 0;
@@ -213,30 +199,33 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 		return;
 	}
 	if (status == uint32_t(EfaStatus::REMOTE_ERROR_RNR) && !p->dead && !p->released) {
-		const PktType type = PktType(pkt->buf[0]);
-		const bool first = is_req(type) && (type != PktType::MediumMsg && type != PktType::MediumTag);
 		if (pkt == p->void_pkt) {
-			/* The VOID itself found no buffer: it absorbs the runs refused since, and
-			 * is resent after the backoff. */
-			EagerHdr *v = reinterpret_cast<EagerHdr *>(pkt->buf);
-			while (!p->voids.empty() && p->voids.front().first == v->rtm.msg_id + uint32_t(v->rtm.tag) &&
-			       v->rtm.tag + p->voids.front().second <= kMaxVoidRun) {
-				v->rtm.tag += p->voids.front().second;
+			/* The EXT_VOID itself found no buffer: it absorbs the runs refused since,
+			 * and is resent after the backoff. */
+			v4::ExtVoid *v = reinterpret_cast<v4::ExtVoid *>(pkt->buf);
+			while (!p->voids.empty() && p->voids.front().first == v->msg_id + v->count &&
+			       v->count + p->voids.front().second <= kMaxVoidRun) {
+				v->count += p->voids.front().second;
 				p->voids.pop_front();
 			}
 			io.on_rnr(pkt, now_ns());
 			return;
 		}
+		/* The first packet of a message (MEDIUM segments cannot be refused one by one;
+		 * FI_RM_DISABLED sends none) or of an atomic: the ones with a message id. */
+		Parsed pk;
+		const bool first = v4::parse(pkt->buf, pkt->len, pk) == v4::Error::None && is_ordered(pk) &&
+				   !is_medium(pk.type) && pk.type != Type::ExtVoid;
 		if (rm_enabled || !op || !first) {
 			io.on_rnr(pkt, now_ns());
 			return;
 		}
 		/* FI_RM_DISABLED: the operation fails with FI_ENORX now, whatever the peer's
-		 * software does; its message id still has to reach the peer, in a VOID run
-		 * (protocol.md section 11). */
+		 * software does; its message id still has to reach the peer, in an EXT_VOID
+		 * run (protocol.md section 7). */
 		tx.pkt_failed(op, FI_ENORX, status);
 		pkt->op = nullptr;
-		void_ids(*p, pkt, reinterpret_cast<RtmHdr *>(pkt->buf)->msg_id);
+		void_ids(*p, pkt, msg_id_of(pk));
 		return;
 	}
 	if (pkt == p->void_pkt) {
@@ -248,8 +237,8 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 			tx.pkt_failed(op, FI_ECANCELED, uint32_t(EfaStatus::PEER_REMOVED));
 		else
 			tx.pkt_failed(op, efa_status_to_fi(status), status);
-	} else if (PktType(pkt->buf[0]) != PktType::Handshake && !gone && !p->released) {
-		EFA_WARN(EpData, "a %s packet to %s failed: %s", pkt_type_name(PktType(pkt->buf[0])),
+	} else if (pkt->buf[0] != uint8_t(Type::Handshake) && !gone && !p->released) {
+		EFA_WARN(EpData, "a %s packet to %s failed: %s", pkt_type_name(pkt->buf[0]),
 			 addr_to_string(p->raw).c_str(), efa_status_msg(status));
 	}
 	io.put_tx(pkt);

@@ -39,7 +39,6 @@ std::unique_ptr<Peer> PeerTable::make(Domain::AhRef *ah, const RawAddr &raw, fi_
 	auto p = std::make_unique<Peer>(rx_window_);
 	p->addr = addr;
 	p->raw = raw;
-	p->speaks_ours = raw.pad == kRdmNameMark;
 	p->ah = ah;
 	p->dest = verbs::Dest{ah->ah.get(), raw.qpn, raw.qkey};
 	return p;

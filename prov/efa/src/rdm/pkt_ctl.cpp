@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The control packet family (docs/protocol.md sections 4, 5, 9, 10 and 12.2): for each
- * type, how it is built and sent, and what its arrival does.
+ * The control packet family (docs/protocol.md sections 3, 5, 8 and
+ * 10): for each type, how it is built and sent,
+ * and what its arrival does.
  *
- *  - HANDSHAKE: what an endpoint announces (features, MTU, reorder window); the protocol
- *    probe that asks a peer not known to speak this protocol, and its answer.
- *  - CTS: a long-CTS receiver's window grants.
- *  - EOR: the end of a read-based message's RDMA reads.
+ *  - HANDSHAKE: the extra features and requests we announce, and our extension's mark.
+ *  - CTS: a long-CTS receiver's (or emulated-read requester's) window grants.
+ *  - EOR: the end of a read-based message's RDMA reads. READ_NACK: its refusal.
  *  - RECEIPT: delivery complete.
- *  - WRITE_DATA, ERROR, ATOMRSP: target answers, queued (send_ctl) when no transmit
- *    buffer is free and sent by progress.
+ *  - ATOMRSP, EXT_ERROR, EXT_WRITE_DATA: answers and notices, queued (send_ctl) when no
+ *    transmit buffer is free and sent by progress.
  */
 #include "rdm/ep.h"
 
@@ -20,7 +20,7 @@
 
 namespace efa::rdm {
 
-/* ------------------------------------------------------------------ HANDSHAKE and the protocol probe */
+/* ------------------------------------------------------------------ HANDSHAKE */
 
 bool Ep::send_handshake(Peer &p)
 {
@@ -32,67 +32,29 @@ bool Ep::send_handshake(Peer &p)
 		return false;
 	}
 	p.hs_owed = false;
-	pkt->len = uint32_t(write_handshake(pkt->buf, pkt->cap, own_handshake()));
+	p.hs_inflight = true;
+	p.hs_blind = !p.got_pkt;
+	pkt->len = uint32_t(write_handshake(pkt->buf, pkt->cap, features, qkey));
 	post(pkt);
 	return true;
-}
-
-ssize_t Ep::ask_protocol(Peer &p)
-{
-	const uint64_t now = now_ns();
-	if (!p.asked_at) {
-		Pkt *pkt = tx_pkt(p, nullptr);
-		if (!pkt)
-			return -FI_EAGAIN;
-		pkt->len = uint32_t(write_probe(pkt->buf, pkt->cap, self_addr()));
-		p.asked_at = now;
-		EFA_INFO(EpData, "%s (fi_addr %lu): its address does not say it speaks this provider's RDM protocol "
-			 "(names from fi_getname do; text and node/service addresses and other providers' names "
-			 "do not): asking it first; work to it waits for the answer",
-			 addr_to_string(p.raw).c_str(), (unsigned long)p.addr);
-		post(pkt);
-	} else if (!p.asked_warned && now - p.asked_at > kAskWarnNs) {
-		p.asked_warned = true;
-		EFA_WARN(EpData, "%s (fi_addr %lu) has not said which RDM protocol it speaks %lu s after we asked: "
-			 "sends, RMA and atomics to it return -FI_EAGAIN until it does. It answers once its "
-			 "endpoint is enabled and progressed; insert the name its fi_getname returns to skip "
-			 "the question",
-			 addr_to_string(p.raw).c_str(), (unsigned long)p.addr, (unsigned long)(kAskWarnNs / 1000000000));
-	}
-	return -FI_EAGAIN;
-}
-
-void Ep::handle_probe(const RawAddr &from, const verbs::Wc &wc)
-{
-	Peer *p = peer_from_src(wc, from.qkey, &from, "protocol probe");
-	if (!p || p->foreign || p->replaced || p->released)
-		return;
-	p->speaks_ours = true;
-	peer_heard(*p);
-	/* The answer: a HANDSHAKE of ours, also when one went out before (the asker waits
-	 * for a packet of ours that comes after its question). */
-	send_handshake(*p);
 }
 
 void Ep::handle_handshake(Peer &p, const Parsed &pk)
 {
 	HandshakeInfo hs;
-	const ParseError e = decode_handshake(pk, hs);
-	if (e != ParseError::None) {
-		/* Not trusted: the peer stays without features (baseline protocols only). */
-		drops.malformed++;
-		if (!warned_malformed) {
-			warned_malformed = true;
-			EFA_WARN(EpData, "malformed HANDSHAKE from %s: %s; dropped (peers must run the same protocol "
-				 "version; further malformed packets are counted, not logged)",
-				 addr_to_string(p.raw).c_str(), parse_error_str(e));
-		}
-		return;
-	}
+	decode_handshake(pk, hs);
+	const bool first = !p.hs_got;
 	p.hs_got = true;
 	p.features = hs.features;
-	p.max_payload = hs.max_payload;
-	p.rx_window = hs.rx_window;
+	p.ext = hs.ext;
+	/* Ours went out before the peer had sent us anything: a v4 node drops a HANDSHAKE
+	 * from an address it does not know yet (it learns ours from a REQ's raw address),
+	 * so it may never have had it. Its own HANDSHAKE says it knows us now. */
+	if (first && p.hs_blind)
+		send_handshake(p);
+	/* An EXT_VOID run parked until we knew whether the peer takes it. */
+	if (first && p.void_pkt && !p.void_pkt->len)
+		void_next(p, p.void_pkt);
 }
 
 /* ------------------------------------------------------------------ CTS */
@@ -111,11 +73,12 @@ bool Receiver::send_cts(MsgRx &m)
 		m.has_id = true;
 	}
 	const uint64_t window = std::min<uint64_t>(m.msg_len - m.granted, cfg_.cts_window);
-	PktWriter w(pkt->buf, pkt->cap);
-	CtsHdr *h = w.header<CtsHdr>(PktType::Cts, cfg_.qkey);
+	v4::Writer w(pkt->buf, pkt->cap);
+	v4::Cts *h = w.header<v4::Cts>(Type::Cts, v4::kFlagConnId);
+	h->connid = cfg_.qkey;
 	h->send_id = m.send_id;
 	h->recv_id = m.id;
-	h->window = window;
+	h->recv_length = window;
 	pkt->len = uint32_t(w.size());
 	m.granted += window;
 	port_.rx_post(pkt);
@@ -124,18 +87,18 @@ bool Receiver::send_cts(MsgRx &m)
 
 void Sender::handle_cts(Peer &p, const Parsed &pk)
 {
-	const CtsHdr &h = pk.as<CtsHdr>();
+	const v4::Cts h = pk.as<v4::Cts>();
 	TxOp *op = ids_.find(h.send_id);
-	if (!op || op->peer != &p || op->err) {
+	if (!op || op->peer != &p || op->err || (op->kind == TxKind::Read && !op->responder)) {
 		drops_.unknown++;
 		return;
 	}
 	op->peer_id = h.recv_id;
-	op->window += h.window;
+	op->window += h.recv_length;
 	pump(*op);
 }
 
-/* ------------------------------------------------------------------ EOR */
+/* ------------------------------------------------------------------ EOR, READ_NACK */
 
 bool Receiver::send_eor(MsgRx &m)
 {
@@ -146,9 +109,11 @@ bool Receiver::send_eor(MsgRx &m)
 		return false;
 	}
 	m.owes_eor = false;
-	PktWriter w(pkt->buf, pkt->cap);
-	EorHdr *h = w.header<EorHdr>(PktType::Eor, cfg_.qkey);
+	v4::Writer w(pkt->buf, pkt->cap);
+	v4::Eor *h = w.header<v4::Eor>(Type::Eor, v4::kFlagConnId);
 	h->send_id = m.send_id;
+	h->recv_id = m.has_id ? m.id : 0;
+	h->connid = cfg_.qkey;
 	pkt->len = uint32_t(w.size());
 	port_.rx_post(pkt);
 	return true;
@@ -156,13 +121,30 @@ bool Receiver::send_eor(MsgRx &m)
 
 void Sender::handle_eor(Peer &p, const Parsed &pk)
 {
-	TxOp *op = ids_.find(pk.as<EorHdr>().send_id);
+	TxOp *op = ids_.find(pk.as<v4::Eor>().send_id);
 	if (!op || op->peer != &p || op->proto != Proto::LongRead || op->got_receipt) {
 		drops_.unknown++;
 		return;
 	}
 	op->got_receipt = true;
 	finish(op);
+}
+
+/* The receiver of our read-based message could not read it (it registers its buffer,
+ * or its device refused the read). We do not announce READ_NACK (no fall back to
+ * long-CTS), so the send fails. */
+void Sender::handle_read_nack(Peer &p, const Parsed &pk)
+{
+	TxOp *op = ids_.find(pk.as<v4::ReadNack>().send_id);
+	if (!op || op->peer != &p || op->proto != Proto::LongRead || op->got_receipt) {
+		drops_.unknown++;
+		return;
+	}
+	EFA_WARN(EpData, "%s could not read a message of %lu bytes from us (READ_NACK): the send fails; "
+		 "FI_EFA_USE_DEVICE_RDMA=0 at either end avoids the read-based protocol",
+		 addr_to_string(p.raw).c_str(), (unsigned long)op->len);
+	op->window = 0;
+	fail(op, FI_EIO, uint32_t(EfaStatus::TARGET_REFUSED));
 }
 
 /* ------------------------------------------------------------------ RECEIPT */
@@ -177,10 +159,11 @@ bool Receiver::send_receipt(MsgRx &m)
 		return false;
 	}
 	m.owes_receipt = false;
-	PktWriter w(pkt->buf, pkt->cap);
-	ReceiptHdr *h = w.header<ReceiptHdr>(PktType::Receipt, cfg_.qkey);
+	v4::Writer w(pkt->buf, pkt->cap);
+	v4::Receipt *h = w.header<v4::Receipt>(Type::Receipt, v4::kFlagConnId);
 	h->send_id = m.send_id;
 	h->msg_id = m.msg_id;
+	h->connid = cfg_.qkey;
 	pkt->len = uint32_t(w.size());
 	port_.rx_post(pkt);
 	return true;
@@ -188,21 +171,8 @@ bool Receiver::send_receipt(MsgRx &m)
 
 void Sender::handle_receipt(Peer &p, const Parsed &pk)
 {
-	/* Requests with an id (long-CTS messages, emulated RMA, atomics) are answered by it;
-	 * one-packet messages by their message id. */
-	const ReceiptHdr &h = pk.as<ReceiptHdr>();
-	TxOp *op = nullptr;
-	if (h.send_id) {
-		op = ids_.find(h.send_id);
-		if (op && (op->peer != &p || !op->need_receipt || op->got_receipt))
-			op = nullptr;
-	} else {
-		if (TxLink *l = p.receipts.find([&](const TxLink &t) { return t.op->msg_id == h.msg_id; })) {
-			op = l->op;
-			p.receipts.unlink(l);
-		}
-	}
-	if (!op) {
+	TxOp *op = ids_.find(pk.as<v4::Receipt>().send_id);
+	if (!op || op->peer != &p || !op->need_receipt || op->got_receipt || op->proto == Proto::LongRead) {
 		drops_.unknown++;
 		return;
 	}
@@ -210,25 +180,26 @@ void Sender::handle_receipt(Peer &p, const Parsed &pk)
 	finish(op);
 }
 
-/* ------------------------------------------------------------------ target answers: WRITE_DATA, ERROR, ATOMRSP */
+/* ------------------------------------------------------------------ target answers: ATOMRSP, RECEIPT, EXT_ERROR */
 
-/* The remote CQ data of a device write from p (protocol.md section 9): it arrived in one
- * of our receive packets, which hold a CQ entry each, so no peer can overrun the CQ. */
+/* The remote CQ data of a device write from a peer of ours: it arrived in one of our
+ * receive packets, which hold a CQ entry each, so no peer can overrun the CQ. */
 void Ep::handle_write_data(Peer &p, const Parsed &pk)
 {
+	const v4::ExtWriteData h = pk.as<v4::ExtWriteData>();
 	count(kCntrRemoteWrite, true);
 	if (!rx_cq)
 		return;
 	fi_cq_tagged_entry e{};
 	e.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
-	e.data = pk.cq_data & 0xffffffffu; /* cq_data_size is 4 */
-	e.len = size_t(pk.as<WriteDataHdr>().len);
+	e.data = h.cq_data & 0xffffffffu; /* cq_data_size is 4 */
+	e.len = size_t(h.length);
 	rx_cq->push(e, p.addr);
 }
 
 void Sender::handle_error(Peer &p, const Parsed &pk)
 {
-	const ErrorHdr &h = pk.as<ErrorHdr>();
+	const v4::ExtError h = pk.as<v4::ExtError>();
 	TxOp *op = ids_.find(h.op_id);
 	if (!op || op->peer != &p) {
 		drops_.unknown++;
@@ -248,34 +219,50 @@ void Ep::send_ctl(Ctl c)
 
 bool Ep::try_ctl(Ctl &c)
 {
-	Pkt *pkt = tx_pkt(*c.peer, nullptr);
+	Peer &p = *c.peer;
+	if (c.type == Type::ExtError) {
+		/* Only a peer of ours takes it, which its HANDSHAKE says (it answers ours). */
+		if (!p.hs_got && !p.dead && !p.released)
+			return false;
+		if (!p.ext || p.dead || p.released) {
+			if (!p.ext && !p.dead && !p.released)
+				EFA_WARN(EpData, "refused an operation of %s (%s); it does not take our EXT_ERROR (not "
+					 "this provider), so its operation will not end: check its keys, bounds and "
+					 "access flags", addr_to_string(p.raw).c_str(), fi_strerror(int(c.err)));
+			return true;
+		}
+	}
+	Pkt *pkt = tx_pkt(p, nullptr);
 	if (!pkt)
 		return false;
-	PktWriter w(pkt->buf, pkt->cap);
+	v4::Writer w(pkt->buf, pkt->cap);
 	switch (c.type) {
-	case PktType::Receipt: {
-		ReceiptHdr *h = w.header<ReceiptHdr>(PktType::Receipt, qkey);
+	case Type::Receipt: {
+		v4::Receipt *h = w.header<v4::Receipt>(Type::Receipt, v4::kFlagConnId);
 		h->send_id = c.a;
 		h->msg_id = c.b;
+		h->connid = qkey;
 		break;
 	}
-	case PktType::WriteData: {
-		WriteDataHdr *h = w.header<WriteDataHdr>(PktType::WriteData, qkey, kFlagCqData);
-		h->len = c.len;
-		w.cq_data(c.data);
+	case Type::ExtWriteData: {
+		v4::ExtWriteData *h = w.header<v4::ExtWriteData>(Type::ExtWriteData, v4::kFlagConnId);
+		h->connid = qkey;
+		h->cq_data = c.data;
+		h->length = c.len;
 		break;
 	}
-	case PktType::Error: {
-		ErrorHdr *h = w.header<ErrorHdr>(PktType::Error, qkey);
+	case Type::ExtError: {
+		v4::ExtError *h = w.header<v4::ExtError>(Type::ExtError, v4::kFlagConnId);
+		h->connid = qkey;
 		h->op_id = c.a;
-		h->msg_id = c.b;
 		h->err = c.err;
 		break;
 	}
 	default: {
-		RspHdr *h = w.header<RspHdr>(PktType::AtomRsp, qkey);
+		v4::AtomRsp *h = w.header<v4::AtomRsp>(Type::AtomRsp, v4::kFlagConnId);
+		h->connid = qkey;
 		h->recv_id = c.a;
-		h->seg_len = uint32_t(c.payload.size());
+		h->seg_length = c.payload.size();
 		w.bytes(c.payload.data(), c.payload.size());
 		break;
 	}

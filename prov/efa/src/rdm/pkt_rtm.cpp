@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The request-to-send family (docs/protocol.md section 8): the REQs that start a
- * message, EAGER, MEDIUM, LONGCTS and LONGREAD (untagged and tagged, the VOID form of
- * EAGER included). Each is built here from its operation (the Sender chose the
- * protocol), its send completion is the generic one (Sender::pkt_sent) except VOID
- * runs (below), and its receive handler is the Receiver's start_msg / add_segment.
+ * The request-to-message family (docs/protocol.md section 5): the RTMs that start a
+ * message, EAGER, MEDIUM, LONGCTS and LONGREAD (untagged and tagged, with and without
+ * delivery complete), and our EXT_VOID. Each is built here from its operation (the
+ * Sender chose the protocol), its send completion is the generic one (Sender::pkt_sent)
+ * except EXT_VOID runs (below), and its receive handler is the Receiver's start_msg /
+ * add_segment / skip_ids.
  */
 #include "rdm/ep.h"
 
@@ -17,20 +18,22 @@ namespace efa::rdm {
 
 /* ------------------------------------------------------------------ building */
 
-void Sender::req_tail(PktWriter &w, const TxOp &op, uint16_t flags) const
-{
-	raw_addr(w, *op.peer);
-	if (flags & kFlagCqData)
-		w.cq_data(op.data);
-}
-
 void Sender::post_eager(TxOp &op, uint16_t flags)
 {
 	Pkt *pkt = tx_pkt(*op.peer, &op);
-	PktWriter w(pkt->buf, pkt->cap);
-	w.rtm<EagerHdr>(PktType::EagerMsg, op.kind == TxKind::Tagged, cfg_.qkey, flags, op.msg_id, uint32_t(op.len),
-			op.tag);
-	req_tail(w, op, flags);
+	v4::Writer w(pkt->buf, pkt->cap);
+	const bool tagged = op.kind == TxKind::Tagged, dc = op.need_receipt;
+	const Type t = rtm_type(Type::EagerMsgRtm, tagged, dc);
+	if (dc) {
+		v4::DcEagerRtm *h = w.header<v4::DcEagerRtm>(t, flags);
+		h->r.msg_id = op.msg_id;
+		h->send_id = op.id;
+	} else {
+		w.header<v4::EagerRtm>(t, flags)->r.msg_id = op.msg_id;
+	}
+	if (tagged)
+		w.u64(op.tag);
+	req_opts(w, *op.peer, flags, op.data);
 	iov_to_buf(op.iov, op.iov_count, 0, w.reserve(op.len), op.len);
 	pkt->len = uint32_t(w.size());
 	op.sent = op.len;
@@ -39,18 +42,30 @@ void Sender::post_eager(TxOp &op, uint16_t flags)
 
 void Sender::post_medium(TxOp &op, uint16_t flags, size_t seg)
 {
+	const bool tagged = op.kind == TxKind::Tagged, dc = op.need_receipt;
+	const Type t = rtm_type(Type::MediumMsgRtm, tagged, dc);
 	/* Held while posting: a post the endpoint refuses fails the operation, which must
 	 * not end (and go back to its pool) before the loop has stopped using it. */
 	op.inflight++;
 	for (uint64_t off = 0; off < op.len && !op.err; off += seg) {
 		const size_t n = std::min<uint64_t>(seg, op.len - off);
 		Pkt *pkt = tx_pkt(*op.peer, &op);
-		PktWriter w(pkt->buf, pkt->cap);
-		MediumHdr *h = w.rtm<MediumHdr>(PktType::MediumMsg, op.kind == TxKind::Tagged, cfg_.qkey, flags, op.msg_id,
-						uint32_t(n), op.tag);
-		h->msg_len = op.len;
-		h->seg_off = off;
-		req_tail(w, op, flags);
+		v4::Writer w(pkt->buf, pkt->cap);
+		if (dc) {
+			v4::DcMediumRtm *h = w.header<v4::DcMediumRtm>(t, flags);
+			h->r.msg_id = op.msg_id;
+			h->send_id = op.id;
+			h->msg_length = op.len;
+			h->seg_offset = off;
+		} else {
+			v4::MediumRtm *h = w.header<v4::MediumRtm>(t, flags);
+			h->r.msg_id = op.msg_id;
+			h->msg_length = op.len;
+			h->seg_offset = off;
+		}
+		if (tagged)
+			w.u64(op.tag);
+		req_opts(w, *op.peer, flags, op.data);
 		iov_to_buf(op.iov, op.iov_count, off, w.reserve(n), n);
 		pkt->len = uint32_t(w.size());
 		op.sent += n;
@@ -63,14 +78,17 @@ void Sender::post_longcts(TxOp &op, uint16_t flags, size_t room)
 {
 	op.id = ids_.add(&op);
 	const size_t first = std::min<uint64_t>(op.len, room);
+	const bool tagged = op.kind == TxKind::Tagged;
 	Pkt *pkt = tx_pkt(*op.peer, &op);
-	PktWriter w(pkt->buf, pkt->cap);
-	LongCtsHdr *h = w.rtm<LongCtsHdr>(PktType::LongCtsMsg, op.kind == TxKind::Tagged, cfg_.qkey, flags, op.msg_id,
-					  uint32_t(first), op.tag);
-	h->msg_len = op.len;
+	v4::Writer w(pkt->buf, pkt->cap);
+	v4::LongCtsRtm *h = w.header<v4::LongCtsRtm>(rtm_type(Type::LongCtsMsgRtm, tagged, op.need_receipt), flags);
+	h->r.msg_id = op.msg_id;
+	h->msg_length = op.len;
 	h->send_id = op.id;
-	h->credits = uint32_t(cfg_.credits);
-	req_tail(w, op, flags);
+	h->credit_request = uint32_t(cfg_.credits);
+	if (tagged)
+		w.u64(op.tag);
+	req_opts(w, *op.peer, flags, op.data);
 	iov_to_buf(op.iov, op.iov_count, 0, w.reserve(first), first);
 	pkt->len = uint32_t(w.size());
 	op.sent = first;
@@ -81,8 +99,8 @@ void Sender::post_longcts(TxOp &op, uint16_t flags, size_t room)
 
 bool Sender::longread_ok(const Peer &p, uint64_t len, size_t iov_count) const
 {
-	return cfg_.use_device_rdma && len && len >= cfg_.min_read && p.hs_got && (cfg_.features & kFeatRdmaRead) &&
-	       (p.features & kFeatRdmaRead) && iov_count <= kMaxRmaIov;
+	return cfg_.use_device_rdma && len && len >= cfg_.min_read && p.hs_got && (cfg_.features & v4::kExtraRdmaRead) &&
+	       (p.features & v4::kExtraRdmaRead) && iov_count <= kMaxRmaIov;
 }
 
 int Sender::longread_send(TxOp &op, uint16_t flags)
@@ -104,28 +122,30 @@ int Sender::longread_send(TxOp &op, uint16_t flags)
 	op.id = ids_.add(&op);
 	op.need_receipt = true; /* the EOR */
 	op.sent = op.len;
+	const bool tagged = op.kind == TxKind::Tagged;
 	Pkt *pkt = tx_pkt(p, &op);
-	PktWriter w(pkt->buf, pkt->cap);
-	LongReadHdr *h = w.rtm<LongReadHdr>(PktType::LongReadMsg, op.kind == TxKind::Tagged, cfg_.qkey,
-					    uint16_t(flags & ~kFlagDeliveryComplete), op.msg_id, 0, op.tag);
-	h->msg_len = op.len;
+	v4::Writer w(pkt->buf, pkt->cap);
+	/* No delivery-complete twin: the EOR comes once the data is in place. */
+	v4::LongReadRtm *h = w.header<v4::LongReadRtm>(rtm_type(Type::LongReadMsgRtm, tagged, false), flags);
+	h->r.msg_id = op.msg_id;
+	h->msg_length = op.len;
 	h->send_id = op.id;
-	h->iov_count = n;
-	raw_addr(w, p);
-	if (flags & kFlagCqData)
-		w.cq_data(op.data);
-	w.bytes(riov, n * sizeof(RmaIov));
+	h->read_iov_count = n;
+	if (tagged)
+		w.u64(op.tag);
+	req_opts(w, p, flags, op.data);
+	w.iovs(riov, n);
 	pkt->len = uint32_t(w.size());
 	port_.tx_post(pkt);
 	return 0;
 }
 
-/* ------------------------------------------------------------------ VOID runs (FI_RM_DISABLED) */
+/* ------------------------------------------------------------------ EXT_VOID runs (FI_RM_DISABLED) */
 
 /*
  * Message id `id` to p was refused (FI_ENORX): it joins p's runs to void, and `pkt`
- * (its refused packet) becomes the VOID packet if p has none, else goes back to the
- * pool. One VOID per peer at a time, each naming up to kMaxVoidRun consecutive ids:
+ * (its refused packet) becomes the EXT_VOID packet if p has none, else goes back to the
+ * pool. One EXT_VOID per peer at a time, each naming up to kMaxVoidRun consecutive ids:
  * a receiver that sleeps costs its senders one packet and a few runs, and never holds
  * back their sends.
  */
@@ -162,21 +182,36 @@ void Ep::void_ids(Peer &p, Pkt *pkt, uint32_t id)
 	void_next(p, pkt);
 }
 
-/* Sends p's next VOID run in pkt (the VOID packet), or frees it when none is left. */
+/* Sends p's next EXT_VOID run in pkt (parked, len 0, until p's HANDSHAKE says whether it
+ * takes one), or frees it when none is left or p does not take it. */
 void Ep::void_next(Peer &p, Pkt *pkt)
 {
-	if (p.voids.empty() || p.dead || p.released) {
+	if (p.voids.empty() || p.dead || p.released || (p.hs_got && !p.ext)) {
+		if (!p.voids.empty() && !p.dead && !p.released)
+			EFA_WARN(EpData, "%s does not take our EXT_VOID (not this provider): it will wait for the %zu "
+				 "message id run(s) whose sends failed with FI_ENORX, as upstream's peers do; use "
+				 "FI_RM_ENABLED with such peers",
+				 addr_to_string(p.raw).c_str(), p.voids.size());
 		p.voids.clear();
 		p.void_pkt = nullptr;
 		io.put_tx(pkt);
 		return;
 	}
+	if (!p.hs_got) {
+		/* Whether it takes EXT_VOID is in its HANDSHAKE: the run waits for it
+		 * (handle_handshake sends it). */
+		p.void_pkt = pkt;
+		pkt->len = 0;
+		pkt->op = nullptr;
+		return;
+	}
 	const auto [first, count] = p.voids.front();
 	p.voids.pop_front();
-	PktWriter w(pkt->buf, pkt->cap);
-	/* The run's length travels in the tag field (protocol.md section 11). */
-	w.rtm<EagerHdr>(PktType::EagerMsg, false, qkey, uint16_t(req_flags(p) | kFlagVoid), first, 0, count);
-	write_raw_addr(w, p);
+	v4::Writer w(pkt->buf, pkt->cap);
+	v4::ExtVoid *h = w.header<v4::ExtVoid>(Type::ExtVoid, v4::kFlagConnId);
+	h->connid = qkey;
+	h->msg_id = first;
+	h->count = count;
 	pkt->len = uint32_t(w.size());
 	pkt->op = nullptr;
 	pkt->rnr_tries = 0;
@@ -191,52 +226,59 @@ void Ep::void_next(Peer &p, Pkt *pkt)
 
 void Receiver::start_msg(Peer &p, const Pkt &pkt, const Parsed &pk)
 {
-	const RtmHdr &h = pk.as<RtmHdr>();
-	if (pk.base->flags & kFlagVoid) {
-		/* Abandoned messages (FI_ENORX at their sender): this id and the next tag - 1
-		 * are consumed, nothing is delivered. */
-		p.rob.skip(uint32_t(h.tag - 1), [this](Pkt *c) {
-			drops_.dup++;
-			port_.rx_free_copy(c);
-		});
-		return;
-	}
 	MsgRx *m = msgs_.get();
 	m->peer = &p;
 	link(p, *m);
 	m->src = p.addr;
-	m->type = pk.type;
-	m->tagged = is_tagged(pk.type);
-	m->msg_id = h.msg_id;
-	m->tag = h.tag;
+	m->tagged = pk.info.tagged;
+	m->msg_id = msg_id_of(pk);
+	m->tag = pk.tag;
 	m->has_data = pk.has_cq_data;
 	m->data = pk.cq_data & 0xffffffffu; /* cq_data_size is 4 */
-	m->dc = pk.base->flags & kFlagDeliveryComplete;
+	m->dc = pk.info.dc;
 	switch (pk.type) {
-	case PktType::MediumMsg:
-	case PktType::MediumTag:
-		m->msg_len = pk.as<MediumHdr>().msg_len;
+	case Type::DcEagerMsgRtm:
+	case Type::DcEagerTagRtm: m->send_id = pk.as<v4::DcEagerRtm>().send_id; [[fallthrough]];
+	case Type::EagerMsgRtm:
+	case Type::EagerTagRtm:
+		m->kind = RxKind::Eager;
+		m->msg_len = pk.payload_len;
+		break;
+	case Type::MediumMsgRtm:
+	case Type::MediumTagRtm:
+	case Type::DcMediumMsgRtm:
+	case Type::DcMediumTagRtm:
+		m->kind = RxKind::Medium;
+		if (m->dc) {
+			m->send_id = pk.as<v4::DcMediumRtm>().send_id;
+			m->msg_len = pk.as<v4::DcMediumRtm>().msg_length;
+		} else {
+			m->msg_len = pk.as<v4::MediumRtm>().msg_length;
+		}
 		m->alink.m = m;
 		p.active.push_back(&m->alink);
 		take_segment(*m, pk);
 		break;
-	case PktType::LongCtsMsg:
-	case PktType::LongCtsTag:
-		m->msg_len = pk.as<LongCtsHdr>().msg_len;
-		m->send_id = pk.as<LongCtsHdr>().send_id;
-		m->granted = h.seg_len;
-		break;
-	case PktType::LongReadMsg:
-	case PktType::LongReadTag:
-		m->msg_len = pk.as<LongReadHdr>().msg_len;
-		m->send_id = pk.as<LongReadHdr>().send_id;
+	case Type::LongReadMsgRtm:
+	case Type::LongReadTagRtm: {
+		const v4::LongReadRtm h = pk.as<v4::LongReadRtm>();
+		m->kind = RxKind::LongRead;
+		m->msg_len = h.msg_length;
+		m->send_id = h.send_id;
 		m->dc = false; /* the EOR answers it */
-		std::copy(pk.iov, pk.iov + pk.iov_count, m->rd);
-		m->rd_count = pk.iov_count;
+		for (uint32_t i = 0; i < pk.read_iov_count; i++)
+			m->rd[i] = pk.read(i);
+		m->rd_count = pk.read_iov_count;
 		break;
-	default:
-		m->msg_len = h.seg_len;
+	}
+	default: { /* LONGCTS, with or without delivery complete */
+		const v4::LongCtsRtm h = pk.as<v4::LongCtsRtm>();
+		m->kind = RxKind::LongCts;
+		m->msg_len = h.msg_length;
+		m->send_id = h.send_id;
+		m->granted = pk.payload_len;
 		break;
+	}
 	}
 	RxOp *r = match_.find_posted(m->tagged, m->src, m->tag);
 
@@ -252,13 +294,28 @@ void Receiver::start_msg(Peer &p, const Pkt &pkt, const Parsed &pk)
 	advance(m);
 }
 
+void Receiver::skip_ids(Peer &p, const Parsed &pk)
+{
+	/* Abandoned messages (FI_ENORX at their sender): this id and the next count - 1
+	 * are consumed, nothing is delivered. */
+	const uint32_t count = pk.as<v4::ExtVoid>().count;
+	if (!count || count > kMaxVoidRun) {
+		drops_.malformed++;
+		return;
+	}
+	p.rob.skip(count - 1, [this](Pkt *c) {
+		drops_.dup++;
+		port_.rx_free_copy(c);
+	});
+}
+
 void Receiver::route_segment(Peer &p, const Pkt &pkt, const Parsed &pk)
 {
-	if (pk.type != PktType::MediumMsg && pk.type != PktType::MediumTag) {
+	if (!is_medium(pk.type)) {
 		drops_.dup++;
 		return;
 	}
-	MsgLink *l = active_msg(p, pk.as<RtmHdr>().msg_id);
+	MsgLink *l = active_msg(p, msg_id_of(pk));
 	if (!l) {
 		drops_.dup++;
 		return;
@@ -284,7 +341,7 @@ void Receiver::add_segment(MsgRx &m, const Pkt &pkt, const Parsed &pk)
 
 bool Receiver::take_segment(MsgRx &m, const Parsed &pk)
 {
-	const uint64_t off = pk.as<MediumHdr>().seg_off, end = off + pk.payload_len;
+	const uint64_t off = data_offset(pk), end = off + pk.payload_len;
 	auto it = std::lower_bound(m.segs.begin(), m.segs.end(), std::make_pair(off, uint64_t(0)));
 	if (it != m.segs.end() && it->first < end)
 		return false;

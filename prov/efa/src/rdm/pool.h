@@ -66,6 +66,10 @@ private:
 
 template <typename T> class IdTable {
 public:
+	/* `mark`: this table's ids have the top bit set, so that they never equal another
+	 * table's (the Sender's and the Receiver's share the ids a CTSDATA names). */
+	explicit IdTable(bool mark = false) : mark_(mark ? kMark : 0) {}
+	static bool marked(uint32_t id) { return id & kMark; }
 
 	uint32_t add(T *t)
 	{
@@ -79,17 +83,17 @@ public:
 		}
 		Slot &s = slots_[idx];
 		s.obj = t;
-		return idx | uint32_t(s.gen) << kIdxBits;
+		return idx | uint32_t(s.gen) << kIdxBits | mark_;
 	}
 
 	/* The object of a live id, or null (unknown, stale or corrupt). */
 	T *find(uint32_t id) const
 	{
 		const uint32_t idx = id & kIdxMask;
-		if (idx >= slots_.size())
+		if (idx >= slots_.size() || (id & kMark) != mark_)
 			return nullptr;
 		const Slot &s = slots_[idx];
-		return s.obj && uint32_t(s.gen) == id >> kIdxBits ? s.obj : nullptr;
+		return s.obj && uint32_t(s.gen) == ((id & ~kMark) >> kIdxBits) ? s.obj : nullptr;
 	}
 
 	/* Calls f(obj) for each live object; f may remove ids (not add). */
@@ -103,7 +107,7 @@ public:
 	void remove(uint32_t id)
 	{
 		const uint32_t idx = id & kIdxMask;
-		if (idx >= slots_.size() || !slots_[idx].obj)
+		if (idx >= slots_.size() || !slots_[idx].obj || (id & kMark) != mark_)
 			return;
 		slots_[idx].obj = nullptr;
 		slots_[idx].gen = uint16_t((slots_[idx].gen + 1) & kGenMask);
@@ -115,11 +119,13 @@ public:
 private:
 	static constexpr uint32_t kIdxBits = 20;
 	static constexpr uint32_t kIdxMask = (1u << kIdxBits) - 1;
-	static constexpr uint32_t kGenMask = (1u << (32 - kIdxBits)) - 1;
+	static constexpr uint32_t kMark = 1u << 31;
+	static constexpr uint32_t kGenMask = (1u << (31 - kIdxBits)) - 1;
 	struct Slot {
 		T *obj = nullptr;
-		uint16_t gen = 1; /* the low 32 - kIdxBits bits, never 0: no id is 0 */
+		uint16_t gen = 1; /* 31 - kIdxBits bits, never 0: no id is 0 */
 	};
+	uint32_t mark_;
 	std::vector<Slot> slots_;
 	std::vector<uint32_t> free_;
 };

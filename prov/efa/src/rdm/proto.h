@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The choice of a send protocol by size and capability (docs/protocol.md section 8), and
+ * The choice of a send protocol by size and capability (docs/protocol.md section 5), and
  * the first checks of an operation call, kept apart from the endpoint so that they are
  * tested on their own (test_rdm_proto).
  */
@@ -18,15 +18,15 @@ enum class Proto : uint8_t { Eager, Medium, LongCts, LongRead, DeviceRma, EmuWri
 
 struct SendLimits {
 	size_t mtu;	    /* the device's packet size */
-	size_t opt;	    /* optional header bytes of this REQ (raw address, CQ data) */
+	size_t opt;	    /* optional header bytes of this REQ (req_opt_len) */
 	size_t max_medium;  /* FI_EFA_INTER_MAX_MEDIUM_MESSAGE_SIZE */
 	size_t min_read;    /* FI_EFA_INTER_MIN_READ_MESSAGE_SIZE */
 	bool read_ok;	    /* both devices have RDMA read and the peer's handshake is known */
 };
 
 /* Payload bytes of one EAGER packet, and of each MEDIUM segment. */
-inline size_t eager_max(const SendLimits &l) { return l.mtu - sizeof(EagerHdr) - l.opt; }
-inline size_t medium_segment(const SendLimits &l) { return l.mtu - sizeof(MediumHdr) - l.opt; }
+inline size_t eager_max(const SendLimits &l) { return l.mtu - kEagerHdrMax - l.opt; }
+inline size_t medium_segment(const SendLimits &l) { return l.mtu - kMediumHdrMax - l.opt; }
 
 inline Proto select_send(uint64_t len, const SendLimits &l)
 {

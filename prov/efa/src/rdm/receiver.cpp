@@ -159,12 +159,7 @@ int Receiver::cancel(void *context)
 
 void Receiver::place(MsgRx &m, const Parsed &pk)
 {
-	uint64_t off = 0;
-	if (pk.type == PktType::MediumMsg || pk.type == PktType::MediumTag)
-		off = pk.as<MediumHdr>().seg_off;
-	else if (pk.type == PktType::Data)
-		off = pk.as<DataHdr>().seg_off;
-	segment(m, off, pk.payload, pk.payload_len);
+	segment(m, data_offset(pk), pk.payload, pk.payload_len);
 }
 
 void Receiver::segment(MsgRx &m, uint64_t off, const uint8_t *data, size_t len)
@@ -211,7 +206,7 @@ void Receiver::drain_held(MsgRx &m)
 {
 	while (Pkt *c = m.held.pop_front()) {
 		Parsed pk;
-		if (parse(c->buf, c->len, pk) == ParseError::None)
+		if (v4::parse(c->buf, c->len, pk) == v4::Error::None)
 			place(m, pk);
 		port_.rx_free_copy(c);
 	}
@@ -221,15 +216,13 @@ void Receiver::advance(MsgRx *m)
 {
 	if (m->claimed)
 		return;
-	if (m->type == PktType::LongReadMsg || m->type == PktType::LongReadTag) {
+	if (m->kind == RxKind::LongRead) {
 		/* The data moves by RDMA read once the message has a buffer. */
 		if (m->bound && !m->rd_posted && !m->owes_reads && !m->owes_eor)
 			read_start(*m);
 		return;
 	}
-	const bool long_cts =
-		m->type == PktType::LongCtsMsg || m->type == PktType::LongCtsTag || m->type == PktType::WriteReq;
-	if (long_cts && m->received >= m->granted && m->granted < m->msg_len)
+	if (m->kind == RxKind::LongCts && m->received >= m->granted && m->granted < m->msg_len)
 		send_cts(*m);
 	if (m->received >= m->msg_len)
 		finish(m);
@@ -260,7 +253,7 @@ void Receiver::complete(MsgRx &m)
 		snprintf(text, sizeof text, "a message of %lu bytes from %s failed after %lu bytes: %s",
 			 (unsigned long)m.msg_len, addr_to_string(m.peer->raw).c_str(), (unsigned long)m.received,
 			 m.prov_errno ? efa_status_msg(m.prov_errno) : fi_strerror(m.err));
-		if (m.type == PktType::WriteReq) {
+		if (m.write) {
 			port_.rx_count(true, false);
 			return;
 		}
@@ -272,7 +265,7 @@ void Receiver::complete(MsgRx &m)
 				     m.tag);
 		return;
 	}
-	if (m.type == PktType::WriteReq) {
+	if (m.write) {
 		/* The target of an emulated write: an event only with remote CQ data. */
 		port_.rx_count(true, true);
 		if (m.has_data) {
@@ -341,12 +334,12 @@ void Receiver::peer_failed(Peer &p, int err, uint32_t status)
 		MsgRx &m = *l->m;
 		l = next;
 		if (!m.bound) {
-			bool whole = is_eager(m.type);
-			if (is_medium(m.type)) {
+			bool whole = m.kind == RxKind::Eager;
+			if (m.kind == RxKind::Medium) {
 				uint64_t got = 0;
 				for (Pkt *c = m.held.front(); c; c = IList<Pkt>::next(c)) {
 					Parsed pk;
-					if (parse(c->buf, c->len, pk) == ParseError::None)
+					if (v4::parse(c->buf, c->len, pk) == v4::Error::None)
 						got += pk.payload_len;
 				}
 				whole = got >= m.msg_len;
@@ -382,7 +375,7 @@ void Receiver::peer_failed(Peer &p, int err, uint32_t status)
 			}
 			continue;
 		}
-		const bool read_based = m.type == PktType::LongReadMsg || m.type == PktType::LongReadTag;
+		const bool read_based = m.kind == RxKind::LongRead;
 		const bool whole = read_based ? m.rd_posted && m.rd_done == m.rd_posted && !m.owes_reads
 					      : m.received >= m.msg_len;
 		if (!whole && !m.err) {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The receiving side of the RDM endpoint (docs/protocol.md sections 8 and 10): posted
+ * The receiving side of the RDM endpoint (docs/protocol.md section 5): posted
  * receives and unexpected messages and their matching, FI_PEEK / FI_CLAIM / FI_DISCARD,
  * FI_MULTI_RECV, fi_cancel, placing data and reassembly, read-based messages (the RDMA
  * reads and the EOR), the control packets a message owes its sender (CTS, RECEIPT, EOR)
@@ -14,7 +14,8 @@
  *
  * Packets reach it already parsed, from a known peer, in message-id order (arrival.cpp
  * and the peer's reorder buffer): start_msg for the first packet of a message,
- * add_segment / route_segment for later MEDIUM segments, handle_data for DATA.
+ * add_segment / route_segment for later MEDIUM segments, handle_data for CTSDATA,
+ * start_write for the REQ of an emulated write, skip_ids for EXT_VOID.
  */
 #ifndef EFA_RDM_RECEIVER_H
 #define EFA_RDM_RECEIVER_H
@@ -100,8 +101,11 @@ public:
 		return p.active.find([msg_id](const MsgLink &l) { return l.m->msg_id == msg_id; });
 	}
 	void handle_data(Peer &p, const Parsed &pk);
-	/* The target of an emulated write: its REQ starts a message into dst (checked). */
+	/* The target of an emulated write: its REQ (EAGER_RTW, LONGCTS_RTW, LONGREAD_RTW,
+	 * with or without delivery complete) starts a message into dst (checked). */
 	void start_write(Peer &p, const Parsed &pk, const iovec *dst, size_t count);
+	/* EXT_VOID: p's message ids from the packet's on will not come. */
+	void skip_ids(Peer &p, const Parsed &pk);
 	/* An RDMA read of a read-based message came back (status `ok`, else `status`). */
 	void read_done(Pkt *pkt, bool ok, uint32_t status);
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The per-peer reorder buffer (docs/protocol.md section 7): restores the order of a
+ * The per-peer reorder buffer (docs/protocol.md section 6): restores the order of a
  * peer's ordered requests, numbered by 32-bit message ids that wrap.
  *
  * Items are intrusive (T derives from ReorderLink<T>) and stay owned by the caller; the
@@ -11,7 +11,7 @@
  * max(max_window, kMinReach); ids less than max_window ahead live in the ring (slot
  * id & (capacity - 1)), the others on the overflow list until expected() comes within
  * max_window of them. An id reach() or more ahead is refused: no conforming sender
- * gets that far ahead (protocol.md section 7), so memory is bounded by reach() ids. An idle buffer holds no memory beyond the
+ * gets that far ahead (protocol.md section 6), so memory is bounded by reach() ids. An idle buffer holds no memory beyond the
  * object itself; the ring is allocated at the first out-of-order item (16 slots) and
  * doubles as deeper reordering demands, up to max_window slots.
  */
@@ -42,7 +42,7 @@ public:
 
 	static constexpr uint32_t kMinSlots = 16;
 	/* How far ahead of expected() ids are kept when the ring is smaller (the protocol's
-	 * promise to senders: protocol.md section 7). */
+	 * promise to senders: protocol.md section 6). */
 	static constexpr uint32_t kMinReach = 16384;
 
 	/* max_window: a power of two >= kMinSlots (the protocol's rx_window). */
@@ -136,7 +136,7 @@ public:
 	}
 
 	/*
-	 * Consumes the next k ids without delivering anything (a VOID run, of which the id
+	 * Consumes the next k ids without delivering anything (an EXT_VOID run, of which the id
 	 * before expected() was the first): what is queued for them, which a conforming
 	 * peer never sends, is handed to release.
 	 */

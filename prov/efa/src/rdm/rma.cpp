@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * RMA and atomics, the initiator's side (docs/protocol.md section 9): device RDMA
+ * RMA and atomics, the initiator's side (docs/protocol.md section 8): device RDMA
  * where both devices have it, the peer's handshake is known and the local buffers
- * have descriptors; emulated by WRITE_REQ / READ_REQ / ATOMIC_REQ otherwise. Emulated
- * writes and atomics always wait for the target's RECEIPT (or ERROR), so that a refused
- * remote address is reported as the operation's error.
+ * have descriptors; emulated by the RTWs / RTRs / RTAs otherwise. Emulated
+ * writes and atomic writes to a peer of ours wait for the target's RECEIPT (or
+ * EXT_ERROR), so that a refused remote address is reported as the operation's error;
+ * to other v4 peers they complete when delivered, unless delivery complete is asked.
  */
 #include "rdm/ep.h"
 #include "rdm/sender.h"
@@ -25,19 +26,23 @@ namespace efa::rdm {
 bool Sender::device_rma_ok(const TxOp &op, bool write)
 {
 	const Peer &p = *op.peer;
-	const uint64_t need = write ? kFeatRdmaWrite : kFeatRdmaRead;
+	const uint64_t need = write ? v4::kExtraRdmaWrite : v4::kExtraRdmaRead;
 	if (!cfg_.use_device_rdma || !p.hs_got || !(cfg_.features & need) || !(p.features & need))
 		return false;
-	/* With CQ data too: a plain device write, then WRITE_DATA (post_device_rma); never
-	 * a write with immediate, whose completion at the target would take a CQ entry
-	 * that nothing reserved. */
+	/* With CQ data too: the last work request is a write with immediate data (v4), or,
+	 * to a peer of ours whose QP takes unsolicited write receive, the data follows in
+	 * EXT_WRITE_DATA (post_device_rma; protocol.md section 8). */
 	return port_.tx_device_ok(op);
 }
 
 void Sender::post_device_rma(TxOp &op, bool write)
 {
 	const uint64_t seg = cfg_.max_rdma;
-	const bool imm = op.flags & FI_REMOTE_CQ_DATA;
+	/* A write with immediate data to a QP with unsolicited write receive takes an entry
+	 * of its receive CQ that nothing reserved: a peer of ours gets the data in a packet,
+	 * which lands in a receive buffer (their entries are reserved). */
+	op.notice = write && (op.flags & FI_REMOTE_CQ_DATA) && op.peer->ext &&
+		    (op.peer->features & v4::kExtraUnsolicitedWriteRecv);
 	uint64_t off = 0;
 	do {
 		const uint64_t n = std::min(seg, op.len - off);
@@ -54,7 +59,6 @@ void Sender::post_device_rma(TxOp &op, bool write)
 	} while (off < op.len);
 	op.sent = op.len;
 	op.done = op.len;
-	op.notice = write && imm;
 }
 
 ssize_t Sender::rma(const RmaArgs &a)
@@ -89,8 +93,16 @@ ssize_t Sender::rma(const RmaArgs &a)
 
 	const bool data = a.write && (a.flags & FI_REMOTE_CQ_DATA);
 	const bool device = !inject && device_rma_ok(*op, a.write);
-	const size_t opt = (p->hs_got ? 0 : sizeof(RawAddr)) + (data ? kCqDataLen : 0);
-	const size_t room = cfg_.mtu - sizeof(WriteReqHdr) - opt - sizeof(RmaIov);
+	if (!device && !a.write && len > UINT32_MAX) {
+		/* An emulated read asks for its whole length at once (LONGCTS_RTR's 32-bit
+		 * recv_length). */
+		EFA_WARN_ONCE(EpData, "an emulated RMA read of %lu bytes: at most 4 GiB - 1 without device RDMA read; "
+			      "split it", (unsigned long)len);
+		ops_.put(op);
+		return -FI_EMSGSIZE;
+	}
+	const size_t opt = req_opt_len(!p->hs_got, data);
+	const size_t room = cfg_.mtu - sizeof(v4::LongCtsRtw) - opt - sizeof(RmaIov);
 	const size_t seg = cfg_.max_rdma;
 	size_t npkts = device ? std::max<size_t>(1, (len + seg - 1) / seg) : 1;
 	if (!p->hs_sent)
@@ -169,7 +181,7 @@ ssize_t Sender::atomic(const AtomicArgs &a)
 	op->aop = a.op;
 	op->adt = a.dt;
 	if (a.kind == AtomicKind::Write) {
-		op->need_receipt = true;
+		op->need_receipt = write_dc(*p, a.flags);
 	} else {
 		for (size_t i = 0; i < a.res_count; i++)
 			op->result[i] = iovec{a.res[i].addr, a.res[i].count * dts};

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The Sender (sender.h): the life of a send operation (docs/protocol.md section 8):
+ * The Sender (sender.h): the life of a send operation (docs/protocol.md section 5):
  * the checks, protocol selection, the first burst, and the completion or failure of
- * every transmit operation. The packets are built by family: the REQs in pkt_rtm.cpp,
- * DATA / READRSP in pkt_data.cpp, WRITE_REQ / READ_REQ in pkt_rma.cpp, ATOMIC_REQ in
+ * every transmit operation. The packets are built by family: the RTMs in pkt_rtm.cpp,
+ * CTSDATA / READRSP in pkt_data.cpp, the RTWs and RTRs in pkt_rma.cpp, the RTAs in
  * pkt_atomic.cpp; the answers are taken in pkt_ctl.cpp and those files. RMA and
- * atomic operations start in rma.cpp. The device's verdict on each packet (RNR, VOID
- * runs, peer gone) is the endpoint's (peer.cpp), which reports it here.
+ * atomic operations start in rma.cpp. The device's verdict on each packet (RNR,
+ * EXT_VOID runs, peer gone) is the endpoint's (peer.cpp), which reports it here.
  */
 #include "rdm/sender.h"
 
@@ -64,13 +64,6 @@ size_t buf_to_iov(const iovec *iov, size_t count, uint64_t off, const void *src,
 	return iov_copy(iov, count, off, static_cast<uint8_t *>(const_cast<void *>(src)), len, true);
 }
 
-namespace {
-
-/* Optional header bytes of a REQ to `p`. */
-size_t opt_len(const Peer &p, bool data) { return (p.hs_got ? 0 : sizeof(RawAddr)) + (data ? kCqDataLen : 0); }
-
-} // namespace
-
 Peer *Sender::call_peer(bool inject, uint64_t len, const char *instead, fi_addr_t dest, bool new_id, ssize_t &err)
 {
 	if (inject && len > cfg_.inject_size) {
@@ -97,9 +90,9 @@ ssize_t Sender::send(const SendArgs &a)
 		return err;
 
 	const bool data = a.flags & FI_REMOTE_CQ_DATA;
-	const size_t opt = opt_len(*p, data);
+	const size_t opt = req_opt_len(!p->hs_got, data);
 	/* FI_RM_DISABLED: no MEDIUM, whose segments could not be refused one by one; a
-	 * message beyond one packet starts with one REQ (protocol.md section 11). */
+	 * message beyond one packet starts with one REQ (protocol.md section 7). */
 	const SendLimits lim{cfg_.mtu, opt, cfg_.rm_enabled ? cfg_.max_medium : 0, cfg_.min_read, longread_ok(*p, len, a.count)};
 	const size_t medium_seg = medium_segment(lim);
 	Proto proto = select_send(len, lim);
@@ -124,7 +117,7 @@ ssize_t Sender::send(const SendArgs &a)
 	op->data = a.data;
 	op->msg_id = p->next_tx_id++;
 	op->need_receipt = a.flags & FI_DELIVERY_COMPLETE;
-	const uint16_t flags = req_flags(*p) | (data ? kFlagCqData : 0) | (op->need_receipt ? kFlagDeliveryComplete : 0);
+	const uint16_t flags = req_flags(*p, data);
 	/* The read-based protocol, unless the buffer cannot be registered: then long-CTS
 	 * with the same message id (nothing was sent yet). */
 	if (proto == Proto::LongRead) {
@@ -132,17 +125,15 @@ ssize_t Sender::send(const SendArgs &a)
 			return 0;
 		proto = op->proto = Proto::LongCts;
 	}
-	/* The RECEIPT of an eager or medium message names it by message id; long-CTS has
-	 * a send id, long-read completes on EOR (also by send id). */
-	if (op->need_receipt && (proto == Proto::Eager || proto == Proto::Medium)) {
-		op->rlink.op = op;
-		p->receipts.push_back(&op->rlink);
-	}
+	/* The RECEIPT of a delivery-complete message names its send id (long-CTS takes one
+	 * anyway; long-read completes on EOR, which names it too). */
+	if (op->need_receipt && (proto == Proto::Eager || proto == Proto::Medium))
+		op->id = ids_.add(op);
 
 	switch (proto) {
 	case Proto::Eager: post_eager(*op, flags); break;
 	case Proto::Medium: post_medium(*op, flags, medium_seg); break;
-	default: post_longcts(*op, flags, cfg_.mtu - sizeof(LongCtsHdr) - opt); break;
+	default: post_longcts(*op, flags, cfg_.mtu - kLongCtsHdrMax - opt); break;
 	}
 	return 0;
 }
@@ -168,9 +159,8 @@ void Sender::finish(TxOp *op)
 		if ((op->kind == TxKind::Read || op->proto == Proto::EmuAtomic) && !op->responder && op->done < op->len)
 			return; /* the response is still on its way */
 	}
-	/* A device write with CQ data is in place at the target: its CQ data follows in a
-	 * packet, which lands in one of the target's receive packets (protocol.md
-	 * section 9). */
+	/* A device write with CQ data to a peer of ours is in place: its CQ data follows in
+	 * a packet (rma.cpp). */
 	if (op->notice && !op->err)
 		port_.tx_write_data(*op->peer, op->data, op->len);
 	op->notice = false;
@@ -178,9 +168,6 @@ void Sender::finish(TxOp *op)
 		pending_.unlink(op);
 	if (op->id)
 		ids_.remove(op->id);
-	/* Whatever ended it (its RECEIPT, an error), an operation leaves the receipt list. */
-	if (op->rlink.on_list())
-		op->peer->receipts.unlink(&op->rlink);
 	complete(*op);
 	ops_.put(op);
 }
@@ -238,8 +225,6 @@ void Sender::peer_failed(Peer &p, int err, uint32_t status)
 		if (op->peer == &p)
 			ops.push_back(op);
 	});
-	while (TxLink *l = p.receipts.pop_front())
-		ops.push_back(l->op);
 	for (TxOp *op = pending_.front(); op; op = IList<TxOp>::next(op))
 		if (op->peer == &p)
 			ops.push_back(op);

@@ -1,22 +1,24 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * The sending side of the RDM endpoint: the life of every operation this endpoint
- * starts (docs/protocol.md sections 8, 9 and 10): sends (EAGER, MEDIUM, LONGCTS,
- * LONGREAD), RMA (device RDMA or emulated WRITE_REQ / READ_REQ), atomics, and the
- * target's answer to an emulated read (READRSP). It chooses the protocol, builds the
- * REQs and DATA, fills long-CTS windows, takes the answers (CTS, RECEIPT, EOR, READRSP,
- * ATOMRSP, ERROR) and the device's verdicts, and completes or fails each operation once.
+ * starts (docs/protocol.md): sends (the EAGER, MEDIUM, LONGCTS and LONGREAD RTMs, with
+ * or without delivery complete), RMA (device RDMA, or emulated with the RTWs and RTRs),
+ * atomics (the RTAs), and the responder's side of an emulated read (READRSP, then
+ * CTSDATA). It chooses the protocol, builds the REQs and CTSDATA, fills CTS windows,
+ * takes the answers (CTS, RECEIPT, EOR, READRSP and CTSDATA of a read, ATOMRSP,
+ * EXT_ERROR, READ_NACK) and the device's verdicts, and completes or fails each operation
+ * once.
  *
  * It owns its operations (TxOp), their ids and the list of long sends with a window to
  * fill, and reaches everything else through TxPort: the peer of a new operation (the
- * endpoint's lookup, liveness and protocol checks), transmit buffers and posting,
- * registrations and device RDMA, the WRITE_DATA a device write with CQ data owes, and
- * completions. The endpoint implements TxPort (EpTxPort, ep.cpp); test_rdm_sender
- * implements it with lists, so the protocol rules are tested without a device.
+ * endpoint's lookup, liveness and backoff checks), transmit buffers and posting,
+ * registrations and device RDMA, and completions. The endpoint implements TxPort
+ * (EpTxPort, ep.cpp); test_rdm_sender implements it with lists, so the protocol rules
+ * are tested without a device.
  *
- * Its methods live in sender.cpp (the lifecycle), longread.cpp (the read-based REQ),
- * rma.cpp (RMA and atomic initiators and the read responder) and pkt_ctl.cpp (the
- * answers it takes).
+ * Its methods live in sender.cpp (the lifecycle), pkt_rtm.cpp, pkt_data.cpp,
+ * pkt_rma.cpp and pkt_atomic.cpp (the packets of each family), rma.cpp (RMA and atomic
+ * initiators) and pkt_ctl.cpp (the answers it takes).
  */
 #ifndef EFA_RDM_SENDER_H
 #define EFA_RDM_SENDER_H
@@ -33,7 +35,7 @@ class TxPort {
 public:
 	virtual ~TxPort() = default;
 	/* The peer a new operation goes to, or null with the call's answer in err (not in
-	 * the AV, failed, not known to speak our protocol, backing off, too far ahead). */
+	 * the AV, failed, backing off, too far ahead). */
 	virtual Peer *tx_peer(fi_addr_t dest, bool new_id, ssize_t &err) = 0;
 	/* Transmit buffers free now. */
 	virtual size_t tx_avail() = 0;
@@ -56,7 +58,7 @@ public:
 	virtual bool tx_device_ok(const TxOp &op) = 0;
 	virtual int tx_rdma(Pkt *pkt, const TxOp &op, bool write, uint64_t off, uint64_t len, uint64_t raddr,
 			    uint32_t rkey) = 0;
-	/* The WRITE_DATA a device write with CQ data owes its target (protocol.md section 9). */
+	/* The EXT_WRITE_DATA a device write with CQ data owes a peer of ours (rma.cpp). */
 	virtual void tx_write_data(Peer &p, uint64_t data, uint64_t len) = 0;
 	/* Completions on the transmit CQ, and the counters. */
 	virtual void tx_complete(const fi_cq_tagged_entry &e) = 0;
@@ -75,8 +77,8 @@ struct TxConfig {
 	size_t size = 0;	/* tx_attr->size: operations at once */
 	size_t max_atomic = 0;	/* bytes of one atomic */
 	uint64_t max_rdma = 0;	/* bytes of one RDMA work request */
-	uint64_t features = 0;	/* ours, as the handshake announces them */
-	uint32_t qkey = 0;	/* our connection id, in every header */
+	uint64_t features = 0;	/* ours, as the handshake announces them (v4 extra_info word 0) */
+	uint32_t qkey = 0;	/* our connection id, in every packet */
 	RawAddr self{};		/* our address, in REQs to peers whose handshake is unknown */
 	bool rm_enabled = true; /* FI_RM_ENABLED: MEDIUM allowed */
 	bool selective = false; /* FI_SELECTIVE_COMPLETION on the transmit side */
@@ -98,17 +100,21 @@ public:
 	ssize_t send(const SendArgs &a);
 	ssize_t rma(const RmaArgs &a);
 	ssize_t atomic(const AtomicArgs &a);
-	/* The target of an emulated read answers it (READRSP packets from src); false when
-	 * no operation entry is free. */
-	bool respond_read(Peer &p, uint32_t recv_id, uint64_t len, const iovec *src, size_t count);
+	/* The responder of an emulated read answers it (READRSP, then CTSDATA under the
+	 * requester's window, from src); false when no operation entry is free. */
+	bool respond_read(Peer &p, uint32_t recv_id, uint64_t len, uint64_t window, const iovec *src, size_t count);
 
-	/* Answers from peers (pkt_ctl.cpp, rma.cpp). */
+	/* Answers from peers (pkt_ctl.cpp, pkt_data.cpp, pkt_atomic.cpp). */
 	void handle_cts(Peer &p, const Parsed &pk);
 	void handle_eor(Peer &p, const Parsed &pk);
 	void handle_receipt(Peer &p, const Parsed &pk);
 	void handle_read_rsp(Peer &p, const Parsed &pk);
+	void handle_read_data(Peer &p, const Parsed &pk);
 	void handle_atom_rsp(Peer &p, const Parsed &pk);
 	void handle_error(Peer &p, const Parsed &pk);
+	void handle_read_nack(Peer &p, const Parsed &pk);
+	/* Whether an id a peer names in a CTSDATA is one of ours (an emulated read's). */
+	static bool owns_id(uint32_t id) { return IdTable<TxOp>::marked(id); }
 
 	/* The device's verdict on a packet of op: sent (acknowledged), or failed (positive
 	 * FI_E* and the status; the operation reports the first error once nothing of it is
@@ -154,15 +160,33 @@ private:
 		}
 		return k;
 	}
-	/* REQ flags to p: RAW_ADDR until its handshake has arrived, with our address. */
-	uint16_t req_flags(const Peer &p) const { return p.hs_got ? 0 : kFlagRawAddr; }
-	void raw_addr(PktWriter &w, const Peer &p) const
+	/* REQ flags to p: the raw address header until its handshake has arrived, then the
+	 * connid header; the CQ data header with `data`. */
+	static uint16_t req_flags(const Peer &p, bool data)
 	{
-		if (!p.hs_got)
+		return (p.hs_got ? v4::kFlagConnId : v4::kReqRawAddr) | (data ? v4::kReqCqData : 0);
+	}
+	/* The optional headers those flags announce, in the protocol's order. */
+	void req_opts(v4::Writer &w, const Peer &p, uint16_t flags, uint64_t data) const
+	{
+		if (flags & v4::kReqRawAddr)
 			w.raw_addr(cfg_.self);
+		if (flags & v4::kReqCqData)
+			w.cq_data(data);
+		if (flags & v4::kFlagConnId)
+			w.connid(cfg_.qkey);
+		(void)p;
+	}
+	/* Whether an emulated write or atomic write to p asks for a RECEIPT: when the
+	 * application asks for delivery complete, and always to a peer of ours (or one whose
+	 * HANDSHAKE has not come yet), whose refusal (EXT_ERROR) must find the operation. */
+	static bool write_dc(const Peer &p, uint64_t flags)
+	{
+		return (flags & FI_DELIVERY_COMPLETE) || !p.hs_got || p.ext;
 	}
 	void pump(TxOp &op);
 	void pump_pending();
+	void read_data(Peer &p, const Parsed &pk, uint32_t recv_id);
 	/* Ends the hold a multi-packet post keeps on op (op.inflight): a post refused
 	 * meanwhile failed op, which now completes if nothing else of it is in flight. */
 	void release(TxOp &op)
@@ -177,7 +201,9 @@ private:
 	/* The REQs of a message (pkt_rtm.cpp); LONGREAD: 0, or the registration's error
 	 * (the caller falls back to LONGCTS). */
 	bool longread_ok(const Peer &p, uint64_t len, size_t iov_count) const;
-	void req_tail(PktWriter &w, const TxOp &op, uint16_t flags) const;
+	/* The mandatory header of a message's REQ of `type` (the untagged, non-DC member of
+	 * its family; tagged and DC twins are chosen from op). */
+	template <typename H> H *rtm(v4::Writer &w, Type type, const TxOp &op, uint16_t flags) const;
 	void post_eager(TxOp &op, uint16_t flags);
 	void post_medium(TxOp &op, uint16_t flags, size_t seg);
 	void post_longcts(TxOp &op, uint16_t flags, size_t room);
@@ -194,7 +220,7 @@ private:
 	Drops &drops_;
 	TxConfig cfg_;
 	ObjPool<TxOp> ops_;
-	IdTable<TxOp> ids_;	/* send_id / recv_id the peers answer to */
+	IdTable<TxOp> ids_{true}; /* send_id / recv_id the peers answer to (marked: apart from the Receiver's) */
 	IList<TxOp> pending_;	/* long-CTS sends with a window to fill */
 };
 

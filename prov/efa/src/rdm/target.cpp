@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The target of RMA and atomics (docs/protocol.md section 9): every remote iov of an
+ * The target of RMA and atomics (docs/protocol.md section 8): every remote iov of an
  * emulated request (pkt_rma.cpp, pkt_atomic.cpp) is checked here against this domain's
  * registered memory (key, bounds, access) before a byte is touched; a violation is
- * answered with ERROR and logged, never written. Also the target side of device writes
- * with immediate data. Its answers (ERROR, ATOMRSP, RECEIPT, WRITE_DATA) are built in
+ * logged, answered with EXT_ERROR to a peer of ours, and never written. Also the target side of device writes
+ * with immediate data. Its answers (EXT_ERROR, ATOMRSP, RECEIPT) are built in
  * pkt_ctl.cpp.
  */
 #include "rdm/ep.h"
@@ -34,6 +34,23 @@ int Ep::check_rma(const RmaIov *iov, uint32_t n, uint64_t access, iovec *out)
 		out[i] = iovec{reinterpret_cast<void *>(uintptr_t(a)), size_t(len)};
 	}
 	return 0;
+}
+
+int Ep::check_rma(const Parsed &pk, uint64_t access, iovec *out, uint64_t &total)
+{
+	const uint32_t n = pk.rma_iov_count;
+	if (!n || n > kMaxRmaIov) {
+		EFA_WARN(EpData, "a %s names %u remote iovs (we take 1 to %u): refused", v4::type_name(pk.type), n,
+			 kMaxRmaIov);
+		return FI_EINVAL;
+	}
+	RmaIov iov[kMaxRmaIov];
+	total = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		iov[i] = pk.rma(i);
+		total += iov[i].len;
+	}
+	return check_rma(iov, n, access, out);
 }
 
 void Ep::remote_write_imm(const verbs::Wc &wc)

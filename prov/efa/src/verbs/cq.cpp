@@ -103,7 +103,7 @@ void Cq::read(Wc &wc) const
 	wc.qp_num = ibv_wc_read_qp_num(cq_);
 	unsigned flags = ibv_wc_read_wc_flags(cq_);
 	wc.has_imm = flags & IBV_WC_WITH_IMM;
-	wc.imm = wc.has_imm ? ntohl(ibv_wc_read_imm_data(cq_)) : 0;
+	wc.imm = wc.has_imm ? ibv_wc_read_imm_data(cq_) : 0; /* as upstream: the CQ data unconverted */
 	wc.src_qp = ibv_wc_read_src_qp(cq_);
 	wc.slid = uint16_t(ibv_wc_read_slid(cq_));
 	wc.unsolicited = unsol_ && efadv_wc_is_unsolicited_cur(dv_);

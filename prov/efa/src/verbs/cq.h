@@ -21,7 +21,7 @@ struct Wc {
 	uint32_t vendor_err; /* EFA completion status (efa_errno.h) */
 	ibv_wc_opcode opcode;
 	uint32_t byte_len;
-	uint32_t imm;        /* host byte order; valid when has_imm */
+	uint32_t imm;        /* the 32 bits as posted (no byte swap either way, as upstream); valid when has_imm */
 	uint32_t qp_num;
 	uint32_t src_qp;
 	uint16_t slid;       /* sender's AHN in this PD, 0xffff when unknown */

@@ -366,7 +366,7 @@ int Qp::send(uint64_t wr_id, const Dest &to, std::span<const Sge> sge, uint32_t 
 {
 	begin(wr_id);
 	if (flags & kWithImm)
-		ibv_wr_send_imm(qpx_, htonl(imm));
+		ibv_wr_send_imm(qpx_, imm);
 	else
 		ibv_wr_send(qpx_);
 	ibv_wr_set_sge_list(qpx_, sge.size(), as_ibv(sge.data()));
@@ -377,7 +377,7 @@ int Qp::send_inline(uint64_t wr_id, const Dest &to, std::span<const DataBuf> dat
 {
 	begin(wr_id);
 	if (flags & kWithImm)
-		ibv_wr_send_imm(qpx_, htonl(imm));
+		ibv_wr_send_imm(qpx_, imm);
 	else
 		ibv_wr_send(qpx_);
 	ibv_wr_set_inline_data_list(qpx_, data.size(), as_ibv(data.data()));
@@ -389,7 +389,7 @@ int Qp::write(uint64_t wr_id, const Dest &to, std::span<const Sge> sge, uint32_t
 {
 	begin(wr_id);
 	if (flags & kWithImm)
-		ibv_wr_rdma_write_imm(qpx_, rkey, raddr, htonl(imm));
+		ibv_wr_rdma_write_imm(qpx_, rkey, raddr, imm);
 	else
 		ibv_wr_rdma_write(qpx_, rkey, raddr);
 	ibv_wr_set_sge_list(qpx_, sge.size(), as_ibv(sge.data()));
@@ -401,7 +401,7 @@ int Qp::write_inline(uint64_t wr_id, const Dest &to, std::span<const DataBuf> da
 {
 	begin(wr_id);
 	if (flags & kWithImm)
-		ibv_wr_rdma_write_imm(qpx_, rkey, raddr, htonl(imm));
+		ibv_wr_rdma_write_imm(qpx_, rkey, raddr, imm);
 	else
 		ibv_wr_rdma_write(qpx_, rkey, raddr);
 	ibv_wr_set_inline_data_list(qpx_, data.size(), as_ibv(data.data()));

@@ -72,7 +72,7 @@ struct DataBuf {
 enum PostFlags : uint32_t {
 	kMore = 1u << 0,     /* more work requests follow: do not ring the doorbell yet */
 	kHighPps = 1u << 1,  /* processing hint: bursty, packet-rate sensitive (RDMA writes only, as upstream) */
-	kWithImm = 1u << 2,  /* carry immediate data */
+	kWithImm = 1u << 2,  /* carry immediate data (the CQ data as is, no byte swap: as upstream) */
 };
 
 class Qp {

@@ -56,14 +56,26 @@ constexpr Row kRows[] = {
 	{145, "RUNTREAD_MSGRTM", Family::Rtm, false, false, sizeof(RuntRtm)},
 	{146, "RUNTREAD_TAGRTM", Family::Rtm, true, false, sizeof(RuntRtm) + 8},
 	{147, "RUNTREAD_RTW", Family::Rtw, false, false, sizeof(RuntRtw)},
+	{200, "EXT_ERROR", Family::None, false, false, sizeof(ExtError)},
+	{201, "EXT_VOID", Family::None, false, false, sizeof(ExtVoid)},
+	{202, "EXT_WRITE_DATA", Family::None, false, false, sizeof(ExtWriteData)},
 };
+
+/* The row of each type byte (0: none), so that parse looks a type up in one step. */
+struct RowIndex {
+	uint8_t at[256] = {};
+	constexpr RowIndex()
+	{
+		for (size_t i = 0; i < sizeof kRows / sizeof kRows[0]; i++)
+			at[kRows[i].type] = uint8_t(i + 1);
+	}
+};
+constexpr RowIndex kRowIndex;
 
 const Row *row_of(uint8_t type)
 {
-	for (const Row &r : kRows)
-		if (r.type == type)
-			return &r;
-	return nullptr;
+	const uint8_t i = kRowIndex.at[type];
+	return i ? &kRows[i - 1] : nullptr;
 }
 
 uint32_t u32_at(const uint8_t *p)
@@ -312,7 +324,7 @@ TypeInfo type_info(uint8_t type)
 	if (!r)
 		return ti;
 	ti.known = true;
-	ti.req = type >= 64;
+	ti.req = type >= 64 && r->family != Family::None;
 	ti.family = r->family;
 	ti.tagged = r->tagged;
 	ti.dc = r->dc;
@@ -353,6 +365,9 @@ Error parse(const void *buf, size_t len, Packet &out)
 	case Type::Cts:
 	case Type::ReadRsp:
 	case Type::AtomRsp:
+	case Type::ExtError:
+	case Type::ExtVoid:
+	case Type::ExtWriteData:
 		if (f & kFlagConnId) {
 			out.has_connid = true;
 			out.connid = u32_at(start + offsetof(Cts, connid)); /* the same offset in all three */

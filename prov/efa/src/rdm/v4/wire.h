@@ -6,7 +6,7 @@
  * specification (shared/reference/upstream/efa_rdm_protocol_v4.md); where the
  * specification's tables and the reference implementation disagree, the layout is the
  * reference implementation's, because that is what other v4 nodes send and accept
- * (docs/protocol-v4.md, "Where the specification's tables differ").
+ * (docs/protocol.md section 4).
  *
  * This header only describes bytes; codec.h checks and builds packets.
  */
@@ -65,6 +65,10 @@ enum class Type : uint8_t {
 	RuntReadMsgRtm = 145,
 	RuntReadTagRtm = 146,
 	RuntReadRtw = 147,
+	/* Not v4: this provider's extension (below), sent only to peers that announce it. */
+	ExtError = 200,
+	ExtVoid = 201,
+	ExtWriteData = 202,
 };
 
 /* Flags every packet may carry. */
@@ -294,6 +298,48 @@ inline constexpr size_t kReqRawAddrLen = 40; /* the whole optional header we sen
 inline constexpr size_t kReqConnIdLen = 4;
 inline constexpr size_t kCqDataLen = 8;
 
+/* ------------------------------------------------------------------ our extension (not v4) */
+
+/*
+ * Three packets v4 lacks, exchanged only between endpoints of this provider. An endpoint
+ * announces that it takes them with kExtMagic right after its HANDSHAKE's optional
+ * fields (a v4 node ignores what follows them), and sends them only to peers whose
+ * HANDSHAKE carried it. Their type numbers lie outside every range v4 uses.
+ *
+ *  - EXT_ERROR: a target refused an emulated RMA or atomic (key, bounds, access,
+ *    datatype); the initiator's operation fails with `err`. A v4 target reports such a
+ *    refusal only locally, and its initiator waits.
+ *  - EXT_VOID: message ids `msg_id` .. msg_id + count - 1 will never come (their sends
+ *    failed with FI_ENORX under FI_RM_DISABLED); the receiver's reorder buffer skips
+ *    them. Passes the reorder buffer like a REQ (by msg_id).
+ *  - EXT_WRITE_DATA: the remote CQ data of a device RDMA write, sent once the write is
+ *    acknowledged, to a peer whose QP takes unsolicited write receive: a write with
+ *    immediate data would take an entry of its receive CQ that nothing reserved; this
+ *    packet takes one of its receive buffers, whose CQ entries are reserved.
+ */
+inline constexpr uint8_t kExtMagic[8] = {'e', 'f', 'a', '-', 'c', 'p', 'p', 'x'};
+
+struct ExtError {
+	Base b;
+	uint32_t connid; /* always present (kFlagConnId) */
+	uint32_t op_id;	 /* the initiator's send_id / recv_id of the operation */
+	uint32_t err;	 /* positive FI_E* */
+};
+
+struct ExtVoid {
+	Base b;
+	uint32_t connid; /* always present (kFlagConnId) */
+	uint32_t msg_id;
+	uint32_t count;
+};
+
+struct ExtWriteData {
+	Base b;
+	uint32_t connid; /* always present (kFlagConnId) */
+	uint64_t cq_data;
+	uint64_t length; /* the write's */
+};
+
 /* ------------------------------------------------------------------ the layout, checked */
 
 #define EFA_V4_AT(T, f, off) static_assert(offsetof(T, f) == (off), #T "." #f " is at byte " #off)
@@ -366,6 +412,13 @@ EFA_V4_AT(Rta, rma_iov_count, 8);
 EFA_V4_AT(Rta, atomic_datatype, 12);
 EFA_V4_AT(Rta, atomic_op, 16);
 EFA_V4_AT(Rta, id, 20);
+static_assert(sizeof(ExtError) == 16);
+EFA_V4_AT(ExtError, connid, 4);
+static_assert(sizeof(ExtVoid) == 16);
+EFA_V4_AT(ExtVoid, msg_id, 8);
+static_assert(sizeof(ExtWriteData) == 24);
+EFA_V4_AT(ExtWriteData, cq_data, 8);
+EFA_V4_AT(ExtWriteData, length, 16);
 #undef EFA_V4_AT
 
 } // namespace efa::rdm::v4
