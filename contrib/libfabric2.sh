@@ -20,8 +20,8 @@
 #    our fabtests suites, efa-direct (run_suite.sh) and efa (run_suite_rdm.sh), with our
 #    programs built against 2.6. A program skipped for a capability upstream's provider
 #    does not offer is listed. On the wire: fi_pingpong between upstream's provider and
-#    ours, both directions, data checked, on efa-direct and on the efa fabric (both speak
-#    EFA RDM protocol v4, protocol.md); then the interop matrix (fabtests/
+#    ours on efa-direct, both directions, data checked; then, on the efa fabric (both
+#    speak EFA RDM protocol v4, protocol.md), the interop matrix (fabtests/
 #    run_interop_v4.sh: our RDM programs with one process on each provider, both
 #    directions, plain, under faults and on the older-device profiles), and Open MPI with
 #    mixed providers (contrib/mpi/run_mpi_mixed.sh: 4 ranks, two on each). Programs that do
@@ -208,10 +208,10 @@ case " $parts " in
 	pingpong "efa-direct: upstream server, our client" "$dir/empty" "@$tree/.libs" 44100 efa-direct
 	pingpong "efa-direct: our server, upstream client" "@$tree/.libs" "$dir/empty" 44101 efa-direct
 
-	# The efa fabric: both speak EFA RDM protocol v4 (protocol.md).
-	step "efa fabric (protocol v4) on the wire between upstream's provider and ours (fi_pingpong -c)"
-	pingpong "efa: upstream server, our client" "$dir/empty" "@$tree/.libs" 44102 efa
-	pingpong "efa: our server, upstream client" "@$tree/.libs" "$dir/empty" 44103 efa
+	# Not fi_pingpong on the efa fabric: it asks for FI_MSG_PREFIX, which upstream's efa
+	# fabric grants (a 176-byte prefix, sent as part of the payload) and ours does not, so
+	# the two programs lay out their buffers differently (fi_efa(7), "Beside libfabric's
+	# built-in efa provider"). The interop matrix below covers the efa fabric's wire.
 
 	# The interop matrix: our RDM programs, one process on each provider, both
 	# directions, plain, under faults and on the older-device profiles.

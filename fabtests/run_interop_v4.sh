@@ -19,9 +19,12 @@
 # FI_PROVIDER_PATH and the software device under LD_PRELOAD (as contrib/libfabric2.sh
 # runs it), FI_EFA_ENABLE_SHM_TRANSFER=0. The programs agree with the peer on what they
 # derive from their provider (EFA_FT_INTEROP=1: inject and CQ data sizes, atomic counts,
-# descriptors everywhere) and treat the pair as upstream's (EFA_FT_UPSTREAM=1: its known
-# deviations are skipped on both sides, and the programs that test only our provider's
-# receiver-not-ready handling skip). Data is verified everywhere, as in every run.
+# descriptors everywhere, and which provider each side runs: a deviation known of
+# upstream's provider is skipped on both sides). EFA_FT_UPSTREAM=1 marks the upstream
+# side (and keeps fabtests/skip_rules.sh out of the pair's verdict). Receiver not ready:
+# ft_rdm_rnr's late receiver when ours is the receiver (its part 2, FI_RM_DISABLED,
+# needs ours at both ends), ft_rnr_idle only between two of ours. Data is verified
+# everywhere, as in every run.
 #
 # Exit status: 0 every cell passed, 1 one failed, 77 PREFIX has no efa provider.
 set -u
@@ -43,7 +46,7 @@ export LD_LIBRARY_PATH="$prefix/lib" EFASIM_SYSFS_DIR="$dir/sysfs" SYSFS_PATH="$
 # -T 90: upstream opens an endpoint in ~0.4 s of system time (its pools), so
 # ft_many_peers' 64 endpoints take ~30 s on a loaded 2-core machine.
 unset FI_PROVIDER FI_PROVIDER_PATH
-ours="env FI_PROVIDER_PATH=@$top/.libs"
+ours="env EFA_FT_UPSTREAM=0 FI_PROVIDER_PATH=@$top/.libs"
 upstream="env LD_PRELOAD=$sim FI_PROVIDER_PATH=$dir/empty"
 v=$($upstream "$prefix/bin/fi_info" -p efa -v 2>/dev/null | sed -n 's/^ *prov_version: //p' | sort -u | tr '\n' ' ')
 case $v in

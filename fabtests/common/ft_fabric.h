@@ -91,8 +91,11 @@ public:
 	size_t rx_iov_limit() const { return info_->rx_attr->iov_limit; }
 	size_t cq_data_size() const { return std::min<size_t>(info_->domain_attr->cq_data_size, cq_data_cap_); }
 	/* The limits a pair on two providers shares: each side sends its own inject size and
-	 * CQ data size and takes the smaller of both (also harmless on one provider). */
+	 * CQ data size and takes the smaller of both (also harmless on one provider), and
+	 * which provider it runs (peer_upstream_efa, peer_efa). */
 	void agree(Oob &ctl);
+	bool peer_upstream_efa() const { return peer_upstream_; }
+	bool peer_efa() const { return peer_ours_; }
 	/* Bytes every send and receive buffer starts with under FI_MSG_PREFIX, else 0. */
 	size_t msg_prefix() const
 	{
@@ -111,6 +114,7 @@ public:
 private:
 	size_t inject_cap_ = SIZE_MAX;
 	size_t cq_data_cap_ = SIZE_MAX;
+	bool peer_upstream_ = false, peer_ours_ = false;
 	InfoPtr info_;
 	Fid<fid_fabric> fabric_{"fabric"};
 	Fid<fid_domain> domain_{"domain"};

@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* Round trip through write_handshake, the writer of every HANDSHAKE sent. */
 	alignas(8) uint8_t out[64];
 	const uint32_t connid = pk.has_connid ? pk.connid : 0x5eed;
-	const size_t len = write_handshake(out, sizeof out, hs.features, connid);
+	const size_t len = write_handshake(out, sizeof out, hs.features, connid, 0xefa0);
 	FUZZ_CHECK(len > 0 && len <= sizeof out);
 	Parsed pk2;
 	HandshakeInfo hs2;

@@ -130,7 +130,7 @@ void handshakes()
 	};
 	for (uint64_t f : {ours, uint64_t(0), uint64_t(v4::kExtraDeliveryComplete)}) {
 		Bytes b(128);
-		b.resize(write_handshake(b.data(), b.size(), f, kConn));
+		b.resize(write_handshake(b.data(), b.size(), f, kConn, 0xefa1));
 		check(f == ours ? "ours_all" : f ? "ours_dc" : "ours_none", b);
 	}
 	/* As upstream sends it: connid, host id and device version, no extension. */

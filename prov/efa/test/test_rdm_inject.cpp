@@ -133,9 +133,9 @@ struct Forger {
 	/* A HANDSHAKE as a v4 node sends it, with our extension's mark or without. */
 	size_t handshake(uint64_t features, bool ext, size_t slot = 0)
 	{
-		const size_t n = write_handshake(tx(slot), kSlot, features, self.qkey);
+		const size_t n = write_handshake(tx(slot), kSlot, features, self.qkey, 0xefa0);
 		cr_assert_gt(n, 0u);
-		return ext ? n : n - sizeof v4::kExtMagic;
+		return ext ? n : n - sizeof v4::kExtMagic; /* the mark is last */
 	}
 
 	/* Sends the packet in slot 0; returns once the target's device has it (acknowledged),
@@ -427,6 +427,7 @@ Test(rdm_inject, handshake_and_headers_on_the_wire)
 	cr_assert_eq(decode_handshake(hs[0], info), v4::Error::None);
 	cr_assert(hs[0].has_connid && hs[0].connid == t.addr.qkey, "the HANDSHAKE's connid");
 	cr_assert(info.ext, "no mark of our extension");
+	cr_assert(hs[0].has_device_version, "no device version (upstream reads it from every HANDSHAKE)");
 	/* Never constant header length (2) or user recv QP (7); never runt (4) or READ_NACK
 	 * (6), which we do not implement; always delivery complete and the connid request. */
 	const uint64_t must = v4::kExtraDeliveryComplete | v4::kExtraConnIdHeader;
@@ -437,6 +438,7 @@ Test(rdm_inject, handshake_and_headers_on_the_wire)
 	auto eager = of_type(got, Type::EagerMsgRtm);
 	cr_assert_eq(eager.size(), 1u);
 	cr_assert(eager[0].has_raw_addr && !(eager[0].flags & v4::kFlagConnId), "flags %#x", eager[0].flags);
+	cr_assert(eager[0].flags & v4::kReqMsg, "an RTM without REQ_MSG (upstream asserts it): flags %#x", eager[0].flags);
 	cr_assert(eager[0].raw_addr == t.addr, "the raw address header is not the target's name");
 	cr_assert_eq(eager[0].payload_len, sizeof msg);
 	cr_assert_eq(std::memcmp(eager[0].payload, msg, sizeof msg), 0);

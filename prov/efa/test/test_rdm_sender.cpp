@@ -177,7 +177,8 @@ struct Fixture {
 		c.size = 64;
 		c.max_atomic = 512;
 		c.max_rdma = 3000;
-		c.features = v4::kExtraRdmaRead | v4::kExtraRdmaWrite | v4::kExtraDeliveryComplete;
+		c.features = v4::kExtraRdmaRead | v4::kExtraRdmaWrite | v4::kExtraDeliveryComplete |
+			     v4::kExtraUnsolicitedWriteRecv;
 		c.qkey = kQkey;
 		c.self.qpn = 99;
 		c.self.qkey = kQkey;
@@ -523,7 +524,9 @@ Test(sender, emulated_write_to_upstream_completes_on_delivery)
 
 /* A device write with CQ data: in work requests of at most max_rdma; to a peer of ours
  * whose QP takes unsolicited write receive, the data follows in EXT_WRITE_DATA once the
- * write is acknowledged; to another, it rides on the last write (with immediate). */
+ * write is acknowledged; to another such peer it rides on the last write (with
+ * immediate); to a peer whose QP lacks unsolicited write receive the write is emulated
+ * (specification 4.9: no write with immediate between QPs that differ). */
 Test(sender, device_write_in_segments)
 {
 	Fixture f(true, v4::kExtraRdmaRead | v4::kExtraRdmaWrite | v4::kExtraUnsolicitedWriteRecv);
@@ -547,15 +550,25 @@ Test(sender, device_write_in_segments)
 	cr_assert_eq(f.port.write_data[0].first, 0xcafeu);
 	cr_assert_eq(f.port.write_data[0].second, 7000u);
 	cr_assert_eq(f.port.done.size(), 1u);
-	for (bool ext : {true, false}) {
-		/* No unsolicited write receive at a peer of ours, or a peer not of ours. */
-		Fixture g(true, v4::kExtraRdmaWrite | (ext ? 0 : v4::kExtraUnsolicitedWriteRecv), ext);
+	{
+		Fixture g(true, v4::kExtraRdmaWrite | v4::kExtraUnsolicitedWriteRecv, false);
 		g.port.device_ok = true;
 		cr_assert_eq(g.tx.rma(RmaArgs{&iov, &desc, 1, kPeerAddr, &rma, 1, 0xcafe, FI_REMOTE_CQ_DATA, &ctx, true}),
 			     0);
+		cr_assert_eq(g.port.rdma.size(), 3u);
 		g.ack();
-		cr_assert(g.port.write_data.empty(), "the CQ data goes with the write (immediate data)");
+		cr_assert(g.port.write_data.empty() && g.port.out.empty(), "the CQ data goes with the write (immediate data)");
 		cr_assert_eq(g.port.done.size(), 1u);
+	}
+	for (bool ext : {true, false}) {
+		Fixture g(true, v4::kExtraRdmaWrite, ext);
+		g.port.device_ok = true;
+		cr_assert_eq(g.tx.rma(RmaArgs{&iov, &desc, 1, kPeerAddr, &rma, 1, 0xcafe, FI_REMOTE_CQ_DATA, &ctx, true}),
+			     0);
+		cr_assert(g.port.rdma.empty(), "no device write with CQ data to a QP without unsolicited write receive");
+		cr_assert_eq(g.port.out.size(), 1u);
+		cr_assert(g.port.out[0].pk.info.family == v4::Family::Rtw && g.port.out[0].pk.has_cq_data);
+		cr_assert_eq(g.port.out[0].pk.cq_data, 0xcafeu);
 	}
 }
 

@@ -471,21 +471,23 @@ Test(v4, our_handshake_and_its_extension_mark)
 {
 	Buf b{};
 	const uint64_t f = kExtraRdmaRead | kExtraDeliveryComplete | kExtraConnIdHeader;
-	const size_t n = efa::rdm::write_handshake(b.b, sizeof b.b, f, 0xc0ffee);
-	cr_assert_eq(n, 8u + 8 + 8 + 8, "base + nextra_p3, one extra_info word, connid (8), mark (8)");
-	expect_base(b, 9, kFlagConnId);
+	const size_t n = efa::rdm::write_handshake(b.b, sizeof b.b, f, 0xc0ffee, 0xefa1);
+	cr_assert_eq(n, 8u + 8 + 8 + 8 + 8, "base + nextra_p3, one extra_info word, connid (8), device version (8), mark (8)");
+	expect_base(b, 9, kFlagConnId | kHsDeviceVersion);
 	cr_assert_eq(u32(b, 4), 4u);
 	cr_assert_eq(u64(b, 8), f);
 	cr_assert_eq(u32(b, 16), 0xc0ffeeu);
-	cr_assert_eq(std::memcmp(b.b + 24, kExtMagic, sizeof kExtMagic), 0);
+	cr_assert_eq(u32(b, 24), 0xefa1u, "device_version, as upstream always reads it");
+	cr_assert_eq(std::memcmp(b.b + 32, kExtMagic, sizeof kExtMagic), 0);
 	const Packet p = parsed(b, n);
 	efa::rdm::HandshakeInfo hs;
 	cr_assert_eq(efa::rdm::decode_handshake(p, hs), Error::None);
 	cr_assert_eq(hs.features, f);
 	cr_assert(hs.ext);
 	cr_assert(p.has_connid && p.connid == 0xc0ffeeu);
+	cr_assert(p.has_device_version && p.device_version == 0xefa1u);
 	/* Too small a buffer: nothing written. */
-	cr_assert_eq(efa::rdm::write_handshake(b.b, 31, f, 1), 0u);
+	cr_assert_eq(efa::rdm::write_handshake(b.b, 39, f, 1, 2), 0u);
 	/* As upstream sends it: host_id and device_version, two extra_info words, no mark. */
 	Buf u{};
 	Writer w(u.b, sizeof u.b);

@@ -70,12 +70,39 @@ void Ep::refuse_req(Peer &p, const Parsed &pk, const char *why)
 	EFA_WARN(EpData, "a %s from %s is dropped: %s", v4::type_name(pk.type), addr_to_string(p.raw).c_str(), why);
 }
 
+/* Why a REQ cannot be taken (null: it can): what it names must cover what it carries. */
+const char *Ep::req_fault(const Parsed &pk)
+{
+	if (pk.read_iov_count > kMaxRmaIov)
+		return "it names more read iovs than this provider takes (4); the sender should send fewer iovs per "
+		       "message";
+	if (pk.type == Type::LongReadMsgRtm || pk.type == Type::LongReadTagRtm || pk.type == Type::LongReadRtw) {
+		uint64_t covered = 0;
+		for (uint32_t i = 0; i < pk.read_iov_count; i++)
+			covered += pk.read(i).len;
+		const uint64_t len = pk.type == Type::LongReadRtw ? pk.as<v4::LongReadRtw>().msg_length
+								  : pk.as<v4::LongReadRtm>().msg_length;
+		if (covered < len)
+			return "its read iovs cover less than its message";
+	}
+	if (pk.info.family == v4::Family::Rtm && uint8_t(pk.type) >= uint8_t(Type::RuntCtsMsgRtm))
+		/* Not announced (extra feature 4): upstream runts device memory, or system
+		 * memory when FI_EFA_RUNT_SIZE is set. */
+		return "this provider does not implement the runting protocols; unset FI_EFA_RUNT_SIZE at the sender "
+		       "and use host memory";
+	return nullptr;
+}
+
 void Ep::dispatch(Peer &p, Pkt *pkt, const Parsed &pk)
 {
-	if (pk.read_iov_count > kMaxRmaIov) {
-		refuse_req(p, pk, "it names more read iovs than this provider takes (4); the sender should send fewer "
-				  "iovs per message");
-		return;
+	/* An unordered REQ that cannot be taken is dropped here; an ordered one at its turn
+	 * (process_req), so that its message id is consumed and the peer's later messages
+	 * are not held back. */
+	if (!is_ordered(pk)) {
+		if (const char *why = pk.info.req ? req_fault(pk) : nullptr) {
+			refuse_req(p, pk, why);
+			return;
+		}
 	}
 	switch (pk.type) {
 	case Type::Handshake: handle_handshake(p, pk); break;
@@ -100,16 +127,10 @@ void Ep::dispatch(Peer &p, Pkt *pkt, const Parsed &pk)
 	case Type::LongReadRtw: handle_write_req(p, pk); break;
 	case Type::ShortRtr:
 	case Type::LongCtsRtr: handle_read_req(p, pk); break;
-	case Type::RuntCtsMsgRtm:
-	case Type::RuntCtsTagRtm:
 	case Type::RuntCtsRtw:
-	case Type::RuntReadMsgRtm:
-	case Type::RuntReadTagRtm:
 	case Type::RuntReadRtw:
-		/* Not announced (extra feature 4): upstream runts only device memory, or
-		 * system memory when FI_EFA_RUNT_SIZE is set. */
 		refuse_req(p, pk, "this provider does not implement the runting protocols; unset FI_EFA_RUNT_SIZE at "
-				  "the sender");
+				  "the sender and use host memory");
 		break;
 	default:
 		if (is_ordered(pk))
@@ -189,6 +210,10 @@ bool Ep::queued_dup(const Pkt *chain, const Parsed &pk)
 
 void Ep::process_req(Peer &p, Pkt *pkt, const Parsed &pk)
 {
+	if (const char *why = req_fault(pk)) {
+		refuse_req(p, pk, why); /* its message id is consumed: the next ones flow */
+		return;
+	}
 	/* Later segments of a medium message whose first one started it. */
 	if (is_medium(pk.type)) {
 		if (MsgLink *l = Receiver::active_msg(p, msg_id_of(pk))) {

@@ -237,6 +237,7 @@ int Ep::enable()
 	/* The v4 extra features we implement, and our request for the connid header
 	 * (protocol.md section 3). */
 	features = v4::kExtraDeliveryComplete | v4::kExtraConnIdHeader;
+	device_version = dev.attr().vendor_part_id;
 	if (dev.rdma_read())
 		features |= v4::kExtraRdmaRead;
 	if (dev.rdma_write())

@@ -115,7 +115,8 @@ struct Ep : EpBase {
 	size_t min_read = 0;
 	size_t credits = 0;
 	uint32_t rx_window = 0;
-	uint64_t features = 0; /* ours, as the handshake announces them */
+	uint64_t features = 0;	     /* ours, as the handshake announces them */
+	uint32_t device_version = 0; /* our device's vendor_part_id, in the handshake */
 	bool rm_enabled = true;
 	bool use_device_rdma = true; /* FI_OPT_EFA_USE_DEVICE_RDMA */
 	bool directed = false;
@@ -164,6 +165,12 @@ struct Ep : EpBase {
 	 * peer's HANDSHAKE says whether it takes it). */
 	void send_ctl(Ctl c);
 	bool try_ctl(Ctl &c);
+	void send_pending_ctl();
+	/* An EXT_ERROR to a live peer whose HANDSHAKE has not said whether it takes one. */
+	static bool waits_handshake(const Ctl &c)
+	{
+		return c.type == Type::ExtError && !c.peer->hs_got && !c.peer->dead && !c.peer->released;
+	}
 
 	/* rdm/target.cpp: the target of emulated RMA and atomics */
 	int check_rma(const RmaIov *iov, uint32_t n, uint64_t access, iovec *out);
@@ -184,6 +191,7 @@ struct Ep : EpBase {
 	/* A REQ we do not take (the runting protocols, more read iovs than we name): the
 	 * log line says what the peer should change. */
 	void refuse_req(Peer &p, const Parsed &pk, const char *why);
+	static const char *req_fault(const Parsed &pk);
 
 	/* rdm/peer.cpp: peers as operations and packets meet them; progress */
 	Peer *peer_for_addr(fi_addr_t addr);

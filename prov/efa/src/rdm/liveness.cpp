@@ -153,8 +153,10 @@ void Ep::peer_failed(Peer &p, int err, uint32_t status)
 		}
 	}
 	/* Nothing to void on a peer that is gone (an EXT_VOID on the device comes back as any
-	 * packet, and goes to the pool). */
+	 * packet, and goes to the pool; a parked one, len 0, is on neither: it goes now). */
 	p.voids.clear();
+	if (p.void_pkt && !p.void_pkt->len)
+		io.put_tx(p.void_pkt);
 	p.void_pkt = nullptr;
 	p.hs_owed = false;
 	p.backoff_until = 0;
@@ -196,7 +198,7 @@ bool Ep::send_probe(Peer &p)
 		return false; /* the next check tries again */
 	/* A HANDSHAKE: every v4 peer accepts it at any time, and it changes nothing there
 	 * (protocol.md section 3). Its completion is the device's verdict. */
-	pkt->len = uint32_t(write_handshake(pkt->buf, pkt->cap, features, qkey));
+	pkt->len = uint32_t(write_handshake(pkt->buf, pkt->cap, features, qkey, device_version));
 	pkt->probe = true;
 	p.probe_out = true;
 	EFA_DBG(EpData, "%s is silent with operations waiting on it: probing", addr_to_string(p.raw).c_str());

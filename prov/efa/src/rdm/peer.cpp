@@ -183,7 +183,7 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 	}
 	if (pkt->probe)
 		p->probe_out = false;
-	if (pkt->buf[0] == uint8_t(Type::Handshake))
+	if (pkt->len && pkt->buf[0] == uint8_t(Type::Handshake)) /* len 0: an RDMA work request's credit */
 		p->hs_inflight = false;
 	TxOp *op = pkt->op;
 	if (wc.ok()) {
@@ -198,7 +198,9 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 			tx.pkt_sent(op);
 		return;
 	}
-	if (status == uint32_t(EfaStatus::REMOTE_ERROR_RNR) && !p->dead && !p->released) {
+	/* RNR: a packet is resent after the backoff. Not a device RDMA work request (len 0:
+	 * its credit), which has no packet to resend; it fails like any other status. */
+	if (status == uint32_t(EfaStatus::REMOTE_ERROR_RNR) && pkt->len && !p->dead && !p->released) {
 		if (pkt == p->void_pkt) {
 			/* The EXT_VOID itself found no buffer: it absorbs the runs refused since,
 			 * and is resent after the backoff. */
@@ -237,7 +239,7 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 			tx.pkt_failed(op, FI_ECANCELED, uint32_t(EfaStatus::PEER_REMOVED));
 		else
 			tx.pkt_failed(op, efa_status_to_fi(status), status);
-	} else if (pkt->buf[0] != uint8_t(Type::Handshake) && !gone && !p->released) {
+	} else if (pkt->len && pkt->buf[0] != uint8_t(Type::Handshake) && !gone && !p->released) {
 		EFA_WARN(EpData, "a %s packet to %s failed: %s", pkt_type_name(pkt->buf[0]),
 			 addr_to_string(p->raw).c_str(), efa_status_msg(status));
 	}
@@ -268,8 +270,8 @@ void Ep::progress()
 				return p.hs_owed;
 			},
 			this);
-	while (!ctl_pending.empty() && try_ctl(ctl_pending.front()))
-		ctl_pending.pop_front();
+	if (!ctl_pending.empty())
+		send_pending_ctl();
 	tx.progress();
 	rx.progress();
 }

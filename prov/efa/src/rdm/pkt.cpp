@@ -15,15 +15,17 @@ v4::Error decode_handshake(const Parsed &pk, HandshakeInfo &out)
 	return v4::Error::None;
 }
 
-size_t write_handshake(void *buf, size_t cap, uint64_t features, uint32_t connid)
+size_t write_handshake(void *buf, size_t cap, uint64_t features, uint32_t connid, uint32_t device_version)
 {
 	v4::Writer w(buf, cap);
-	v4::Handshake *h = w.header<v4::Handshake>(Type::Handshake, v4::kFlagConnId);
+	v4::Handshake *h = w.header<v4::Handshake>(Type::Handshake, v4::kFlagConnId | v4::kHsDeviceVersion);
 	if (!h)
 		return 0;
 	h->nextra_p3 = 3 + 1;
 	w.extra_info(&features, 1);
-	w.u32(connid);
+	w.u32(connid); /* the optional fields are 8 bytes each */
+	w.u32(0);
+	w.u32(device_version);
 	w.u32(0);
 	w.bytes(v4::kExtMagic, sizeof v4::kExtMagic);
 	return w.ok() ? w.size() : 0;

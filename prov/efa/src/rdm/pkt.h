@@ -110,9 +110,10 @@ struct HandshakeInfo {
 /* Interprets a HANDSHAKE that v4::parse accepted. */
 v4::Error decode_handshake(const Parsed &pk, HandshakeInfo &out);
 
-/* Writes our HANDSHAKE: `features` as extra_info word 0, our connid, and kExtMagic.
- * Returns its length, or 0 when it does not fit. */
-size_t write_handshake(void *buf, size_t cap, uint64_t features, uint32_t connid);
+/* Writes our HANDSHAKE: `features` as extra_info word 0, our connid, our device's
+ * version (its vendor_part_id: upstream reads this field from every HANDSHAKE), then
+ * kExtMagic. Returns its length, or 0 when it does not fit. */
+size_t write_handshake(void *buf, size_t cap, uint64_t features, uint32_t connid, uint32_t device_version);
 
 } // namespace efa::rdm
 

@@ -23,7 +23,7 @@ void Sender::post_atomic_req(TxOp &op, const AtomicArgs &a)
 	Peer &p = *op.peer;
 	const size_t dts = atomic_datatype_size(a.dt);
 	const uint64_t bytes = uint64_t(a.count) * dts;
-	const uint16_t flags = req_flags(p, false);
+	const uint16_t flags = req_flags(p, false, v4::kReqAtomic);
 	Type t = a.kind == AtomicKind::Fetch ? Type::FetchRta : Type::CompareRta;
 	if (a.kind == AtomicKind::Write)
 		t = op.need_receipt ? Type::DcWriteRta : Type::WriteRta;
@@ -91,7 +91,7 @@ void Ep::handle_atomic_req(Peer &p, const Parsed &pk)
 	 * with; a FI_ATOMIC_READ needs none (a peer may send some anyway). */
 	const size_t dts = atomic_datatype_size(dt);
 	const uint64_t operands = (op == FI_ATOMIC_READ ? 0 : bytes) * (kind == AtomicKind::Compare ? 2 : 1);
-	if (pk.rma_iov_count != 1 || bytes % dts || bytes > mtu || pk.payload_len < operands) {
+	if (pk.rma_iov_count != 1 || bytes % dts || bytes > mtu - sizeof(v4::AtomRsp) || pk.payload_len < operands) {
 		drops.malformed++;
 		EFA_WARN(EpData, "an atomic of %lu bytes on datatype %u from %s carries %zu bytes of operands: refused",
 			 (unsigned long)bytes, h.atomic_datatype, addr_to_string(p.raw).c_str(), pk.payload_len);

@@ -34,7 +34,7 @@ bool Ep::send_handshake(Peer &p)
 	p.hs_owed = false;
 	p.hs_inflight = true;
 	p.hs_blind = !p.got_pkt;
-	pkt->len = uint32_t(write_handshake(pkt->buf, pkt->cap, features, qkey));
+	pkt->len = uint32_t(write_handshake(pkt->buf, pkt->cap, features, qkey, device_version));
 	post(pkt);
 	return true;
 }
@@ -47,6 +47,10 @@ void Ep::handle_handshake(Peer &p, const Parsed &pk)
 	p.hs_got = true;
 	p.features = hs.features;
 	p.ext = hs.ext;
+	if (first && pk.has_user_recv_qp)
+		EFA_WARN(EpData, "%s asks for messages on its user receive QP (extra feature 7: libfabric 1.22-2.5 with "
+			 "zero-copy receive), which this provider does not do; it will not take our messages: turn "
+			 "zero-copy receive off there (FI_EFA_USE_ZCPY_RX=0)", addr_to_string(p.raw).c_str());
 	/* Ours went out before the peer had sent us anything: a v4 node drops a HANDSHAKE
 	 * from an address it does not know yet (it learns ours from a REQ's raw address),
 	 * so it may never have had it. Its own HANDSHAKE says it knows us now. */
@@ -217,13 +221,28 @@ void Ep::send_ctl(Ctl c)
 		ctl_pending.push_back(std::move(c));
 }
 
+/* The owed answers in order, until one finds no transmit buffer; an EXT_ERROR waiting for
+ * its peer's HANDSHAKE stays where it is without holding back answers to other peers. */
+void Ep::send_pending_ctl()
+{
+	for (auto it = ctl_pending.begin(); it != ctl_pending.end();) {
+		if (waits_handshake(*it)) {
+			++it;
+			continue;
+		}
+		if (!try_ctl(*it))
+			return;
+		it = ctl_pending.erase(it);
+	}
+}
+
 bool Ep::try_ctl(Ctl &c)
 {
 	Peer &p = *c.peer;
+	if (waits_handshake(c))
+		return false;
 	if (c.type == Type::ExtError) {
 		/* Only a peer of ours takes it, which its HANDSHAKE says (it answers ours). */
-		if (!p.hs_got && !p.dead && !p.released)
-			return false;
 		if (!p.ext || p.dead || p.released) {
 			if (!p.ext && !p.dead && !p.released)
 				EFA_WARN(EpData, "refused an operation of %s (%s); it does not take our EXT_ERROR (not "

@@ -104,7 +104,7 @@ void Receiver::handle_data(Peer &p, const Parsed &pk)
 void Sender::read_data(Peer &p, const Parsed &pk, uint32_t recv_id)
 {
 	TxOp *op = ids_.find(recv_id);
-	if (!op || op->peer != &p || op->kind != TxKind::Read || op->responder) {
+	if (!op || op->peer != &p || op->kind != TxKind::Read || op->responder || op->proto != Proto::EmuRead) {
 		drops_.unknown++;
 		return;
 	}

@@ -25,7 +25,7 @@ void Sender::post_write_req(TxOp &op, size_t room)
 {
 	Peer &p = *op.peer;
 	const bool data = op.flags & FI_REMOTE_CQ_DATA;
-	const uint16_t flags = req_flags(p, data);
+	const uint16_t flags = req_flags(p, data, v4::kReqRma);
 	const RmaIov riov{op.rma[0].addr, op.len, op.rma[0].key};
 	op.proto = Proto::EmuWrite;
 	op.need_receipt = write_dc(p, op.flags);
@@ -57,11 +57,12 @@ void Sender::post_write_req(TxOp &op, size_t room)
 void Sender::post_read_req(TxOp &op)
 {
 	Peer &p = *op.peer;
-	const uint16_t flags = req_flags(p, false);
+	const uint16_t flags = req_flags(p, false, v4::kReqRma);
 	const RmaIov riov{op.rma[0].addr, op.len, op.rma[0].key};
 	op.proto = Proto::EmuRead;
 	/* Short: the whole answer fits one READRSP. Long: the window is the whole read
-	 * (rma() keeps it within 32 bits), so the responder never waits for a CTS. */
+	 * (rma() keeps it below 2 GiB, which upstream's window arithmetic takes), so the
+	 * responder never waits for a CTS. */
 	const bool is_short = op.len <= cfg_.mtu - kReadRspHdr;
 	Pkt *pkt = tx_pkt(p, &op);
 	v4::Writer w(pkt->buf, pkt->cap);
@@ -69,7 +70,7 @@ void Sender::post_read_req(TxOp &op)
 	h->rma_iov_count = 1;
 	h->msg_length = op.len;
 	h->recv_id = op.id;
-	h->recv_length = is_short ? 0 : uint32_t(op.len);
+	h->recv_length = uint32_t(op.len); /* the window: all of it (SHORT_RTR too, as upstream) */
 	w.iovs(&riov, 1);
 	req_opts(w, p, flags, 0);
 	op.sent = op.len;

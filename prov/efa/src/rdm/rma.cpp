@@ -29,6 +29,13 @@ bool Sender::device_rma_ok(const TxOp &op, bool write)
 	const uint64_t need = write ? v4::kExtraRdmaWrite : v4::kExtraRdmaRead;
 	if (!cfg_.use_device_rdma || !p.hs_got || !(cfg_.features & need) || !(p.features & need))
 		return false;
+	/* A write with CQ data only where both QPs take unsolicited write receive: the
+	 * specification (4.9) forbids a write with immediate data between QPs that differ,
+	 * and to a QP without it the write would take a receive buffer, and could meet RNR
+	 * with no packet to resend. Otherwise it is emulated (the CQ data in the REQ). */
+	if (write && (op.flags & FI_REMOTE_CQ_DATA) &&
+	    !(cfg_.features & p.features & v4::kExtraUnsolicitedWriteRecv))
+		return false;
 	/* With CQ data too: the last work request is a write with immediate data (v4), or,
 	 * to a peer of ours whose QP takes unsolicited write receive, the data follows in
 	 * EXT_WRITE_DATA (post_device_rma; protocol.md section 8). */
@@ -93,10 +100,10 @@ ssize_t Sender::rma(const RmaArgs &a)
 
 	const bool data = a.write && (a.flags & FI_REMOTE_CQ_DATA);
 	const bool device = !inject && device_rma_ok(*op, a.write);
-	if (!device && !a.write && len > UINT32_MAX) {
-		/* An emulated read asks for its whole length at once (LONGCTS_RTR's 32-bit
-		 * recv_length). */
-		EFA_WARN_ONCE(EpData, "an emulated RMA read of %lu bytes: at most 4 GiB - 1 without device RDMA read; "
+	if (!device && !a.write && len > INT32_MAX) {
+		/* An emulated read asks for its whole length at once (LONGCTS_RTR's recv_length,
+		 * which upstream's responder keeps in an int). */
+		EFA_WARN_ONCE(EpData, "an emulated RMA read of %lu bytes: at most 2 GiB - 1 without device RDMA read; "
 			      "split it", (unsigned long)len);
 		ops_.put(op);
 		return -FI_EMSGSIZE;

@@ -117,7 +117,7 @@ ssize_t Sender::send(const SendArgs &a)
 	op->data = a.data;
 	op->msg_id = p->next_tx_id++;
 	op->need_receipt = a.flags & FI_DELIVERY_COMPLETE;
-	const uint16_t flags = req_flags(*p, data);
+	const uint16_t flags = req_flags(*p, data, uint16_t(v4::kReqMsg | (a.tagged ? v4::kReqTagged : 0)));
 	/* The read-based protocol, unless the buffer cannot be registered: then long-CTS
 	 * with the same message id (nothing was sent yet). */
 	if (proto == Proto::LongRead) {

@@ -160,11 +160,13 @@ private:
 		}
 		return k;
 	}
-	/* REQ flags to p: the raw address header until its handshake has arrived, then the
-	 * connid header; the CQ data header with `data`. */
-	static uint16_t req_flags(const Peer &p, bool data)
+	/* REQ flags to p: what the REQ is (`kind`: kReqMsg, with kReqTagged; kReqRma;
+	 * kReqAtomic, as the specification's table 3.1 says and upstream asserts), the raw
+	 * address header until p's handshake has arrived, then the connid header; the CQ data
+	 * header with `data`. */
+	static uint16_t req_flags(const Peer &p, bool data, uint16_t kind)
 	{
-		return (p.hs_got ? v4::kFlagConnId : v4::kReqRawAddr) | (data ? v4::kReqCqData : 0);
+		return kind | (p.hs_got ? v4::kFlagConnId : v4::kReqRawAddr) | (data ? v4::kReqCqData : 0);
 	}
 	/* The optional headers those flags announce, in the protocol's order. */
 	void req_opts(v4::Writer &w, const Peer &p, uint16_t flags, uint64_t data) const
