@@ -159,20 +159,12 @@ void Receiver::start_write(Peer &p, const Parsed &pk, const iovec *dst, size_t c
 		break;
 	case Type::LongReadRtw: {
 		const v4::LongReadRtw h = pk.as<v4::LongReadRtw>();
-		m->kind = RxKind::LongRead;
-		m->msg_len = h.msg_length;
-		m->send_id = h.send_id;
-		for (uint32_t i = 0; i < pk.read_iov_count; i++)
-			m->rd[i] = pk.read(i);
-		m->rd_count = pk.read_iov_count;
+		start_long(*m, RxKind::LongRead, h.msg_length, h.send_id, pk);
 		break;
 	}
 	default: { /* LONGCTS_RTW, with or without delivery complete */
 		const v4::LongCtsRtw h = pk.as<v4::LongCtsRtw>();
-		m->kind = RxKind::LongCts;
-		m->msg_len = h.msg_length;
-		m->send_id = h.send_id;
-		m->granted = pk.payload_len;
+		start_long(*m, RxKind::LongCts, h.msg_length, h.send_id, pk);
 		break;
 	}
 	}

@@ -262,21 +262,13 @@ void Receiver::start_msg(Peer &p, const Pkt &pkt, const Parsed &pk)
 	case Type::LongReadMsgRtm:
 	case Type::LongReadTagRtm: {
 		const v4::LongReadRtm h = pk.as<v4::LongReadRtm>();
-		m->kind = RxKind::LongRead;
-		m->msg_len = h.msg_length;
-		m->send_id = h.send_id;
+		start_long(*m, RxKind::LongRead, h.msg_length, h.send_id, pk);
 		m->dc = false; /* the EOR answers it */
-		for (uint32_t i = 0; i < pk.read_iov_count; i++)
-			m->rd[i] = pk.read(i);
-		m->rd_count = pk.read_iov_count;
 		break;
 	}
 	default: { /* LONGCTS, with or without delivery complete */
 		const v4::LongCtsRtm h = pk.as<v4::LongCtsRtm>();
-		m->kind = RxKind::LongCts;
-		m->msg_len = h.msg_length;
-		m->send_id = h.send_id;
-		m->granted = pk.payload_len;
+		start_long(*m, RxKind::LongCts, h.msg_length, h.send_id, pk);
 		break;
 	}
 	}
@@ -292,6 +284,20 @@ void Receiver::start_msg(Peer &p, const Pkt &pkt, const Parsed &pk)
 	bind(*m, r);
 	place(*m, pk);
 	advance(m);
+}
+
+void Receiver::start_long(MsgRx &m, RxKind kind, uint64_t msg_len, uint32_t send_id, const Parsed &pk)
+{
+	m.kind = kind;
+	m.msg_len = msg_len;
+	m.send_id = send_id;
+	if (kind == RxKind::LongRead) {
+		for (uint32_t i = 0; i < pk.read_iov_count; i++) /* at most kMaxRmaIov: arrival.cpp */
+			m.rd[i] = pk.read(i);
+		m.rd_count = pk.read_iov_count;
+	} else {
+		m.granted = pk.payload_len; /* the first bytes came with the REQ */
+	}
 }
 
 void Receiver::skip_ids(Peer &p, const Parsed &pk)

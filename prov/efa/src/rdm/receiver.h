@@ -122,6 +122,9 @@ public:
 		if (!pending_.empty())
 			send_owed();
 	}
+	/* A long message (or write) from its REQ: long-CTS (the first bytes came with it) or
+	 * long-read (the sender's buffers). */
+	static void start_long(MsgRx &m, RxKind kind, uint64_t msg_len, uint32_t send_id, const Parsed &pk);
 	/* Records a MEDIUM segment of m; false when it overlaps one taken already. */
 	static bool take_segment(MsgRx &m, const Parsed &pk);
 
