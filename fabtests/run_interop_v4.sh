@@ -10,6 +10,8 @@
 #              the older-device profiles (efasim(7)): each side's fallback protocols
 #              (emulated writes, long-CTS instead of long-read, emulated reads) meet
 #              the other's
+#   runt       FI_EFA_RUNT_SIZE=262144: upstream sends its large messages with the
+#              runting read protocol (RUNTREAD RTMs), which ours takes
 #
 #   fabtests/run_interop_v4.sh PREFIX [CELL ...]     (default: every cell)
 #
@@ -33,7 +35,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=${abs_top_builddir:-$(cd "$here/.." && pwd)}
 prefix=${1:?usage: $0 LIBFABRIC2_PREFIX [plain|faults|no-rdma-write|no-rdma ...]}
 shift
-cells=${*:-plain faults no-rdma-write no-rdma}
+cells=${*:-plain faults no-rdma-write no-rdma runt}
 [ -x "$prefix/bin/fi_info" ] || { echo "SKIP: no libfabric at $prefix"; exit 77; }
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/efa-interop.XXXXXX") || exit 1
@@ -64,6 +66,7 @@ for cell in $cells; do
 	plain) set -- ;;
 	faults) set -- EFASIM_LOSS=0.02 EFASIM_DUP=0.01 EFASIM_REORDER=8 EFASIM_SEED=7 ;;
 	no-rdma-write | no-rdma) set -- EFASIM_PROFILE="$cell" ;;
+	runt) set -- FI_EFA_RUNT_SIZE=262144 ;;
 	*) echo "FAIL: unknown cell $cell"; exit 1 ;;
 	esac
 	progs=$subset

@@ -570,6 +570,60 @@ Test(receiver, read_based_message_reads_then_answers_eor)
 	cr_assert_eq(f.port.done[0].len, 2500u);
 }
 
+/* A RUNTREAD message (as upstream sends it with FI_EFA_RUNT_SIZE): two runt packets
+ * carry bytes [0, 1500) by offset, the reads fetch [1500, 4000) from the read iov (which
+ * describes the whole message); the EOR and the completion wait for the last runt packet
+ * even when the reads are done first. */
+Test(receiver, runting_read_message_takes_runt_packets_then_reads_the_rest)
+{
+	Fixture f;
+	const uint64_t len = 4000, runt = 1500;
+	std::vector<uint8_t> all(len), buf(len);
+	pattern(all.data(), len, 41);
+	auto runt_pkt = [&](In &in, uint64_t off, uint64_t n) {
+		v4::Writer w(in.pkt->buf, in.pkt->cap);
+		v4::RuntRtm *h = w.header<v4::RuntRtm>(Type::RuntReadTagRtm, v4::kFlagConnId | v4::kReqMsg | v4::kReqTagged);
+		h->r.msg_id = 0;
+		h->msg_length = len;
+		h->send_id = 21;
+		h->credit_or_iovs = 1;
+		h->seg_offset = off;
+		h->runt_length = runt;
+		w.u64(9);
+		w.connid(kQkey + 1);
+		const RmaIov iov{0x40000, len, 0xcc};
+		w.iovs(&iov, 1);
+		w.bytes(all.data() + off, n);
+		in.pkt->len = uint32_t(w.size());
+		in.parsed();
+	};
+	In first, second;
+	runt_pkt(first, 0, 1000);
+	runt_pkt(second, 1000, 500);
+	f.rx.start_msg(f.peer, *first.pkt, first.pk);
+	int ctx;
+	cr_assert_eq(post(f.rx, buf.data(), len, &ctx, true, 9, 0), 0);
+	/* max_read 1000: [1500, 2500), [2500, 3500), [3500, 4000), at the same remote offsets. */
+	cr_assert_eq(f.port.reads.size(), 3u);
+	cr_assert_eq(f.port.reads[0].raddr, 0x40000u + runt);
+	cr_assert_eq(f.port.reads[0].buf, buf.data() + runt);
+	cr_assert_eq(f.port.reads[2].len, 500u);
+	for (const Read &r : f.port.reads) {
+		std::memcpy(r.buf, all.data() + (r.raddr - 0x40000), r.len); /* the device's read */
+		f.rx.read_done(r.pkt, true, 0);
+	}
+	cr_assert(f.port.sent.empty() && f.port.done.empty(), "done before the last runt packet");
+	f.rx.add_segment(*Receiver::active_msg(f.peer, 0)->m, *second.pkt, second.pk);
+	cr_assert_eq(f.port.sent.size(), 1u);
+	cr_assert_eq(f.port.sent[0].type(), Type::Eor);
+	cr_assert_eq(f.port.sent[0].hdr<v4::Eor>().send_id, 21u);
+	cr_assert_eq(f.port.done.size(), 1u);
+	cr_assert(!f.port.done[0].error);
+	cr_assert_eq(f.port.done[0].len, len);
+	cr_assert(buf == all, "the message's bytes");
+	cr_assert(!f.rx.busy());
+}
+
 Test(receiver, failed_read_fails_the_message_with_the_device_status)
 {
 	Fixture f;

@@ -85,11 +85,16 @@ const char *Ep::req_fault(const Parsed &pk)
 		if (covered < len)
 			return "its read iovs cover less than its message";
 	}
-	if (pk.info.family == v4::Family::Rtm && uint8_t(pk.type) >= uint8_t(Type::RuntCtsMsgRtm))
-		/* Not announced (extra feature 4): upstream runts device memory, or system
-		 * memory when FI_EFA_RUNT_SIZE is set. */
-		return "this provider does not implement the runting protocols; unset FI_EFA_RUNT_SIZE at the sender "
-		       "and use host memory";
+	if (pk.type == Type::RuntCtsMsgRtm || pk.type == Type::RuntCtsTagRtm)
+		return "this provider does not implement the runting long-CTS protocol (no v4 node sends it)";
+	if (is_runtread_rtm(pk.type)) {
+		const v4::RuntRtm h = pk.as<v4::RuntRtm>();
+		uint64_t covered = 0;
+		for (uint32_t i = 0; i < pk.read_iov_count; i++)
+			covered += pk.read(i).len;
+		if (covered < h.msg_length || h.seg_offset + pk.payload_len > h.runt_length)
+			return "its read iovs cover less than its message, or a runt segment lies beyond the runt";
+	}
 	return nullptr;
 }
 
@@ -129,8 +134,8 @@ void Ep::dispatch(Peer &p, Pkt *pkt, const Parsed &pk)
 	case Type::LongCtsRtr: handle_read_req(p, pk); break;
 	case Type::RuntCtsRtw:
 	case Type::RuntReadRtw:
-		refuse_req(p, pk, "this provider does not implement the runting protocols; unset FI_EFA_RUNT_SIZE at "
-				  "the sender and use host memory");
+		refuse_req(p, pk, "this provider does not take runting writes (emulated writes are long-CTS or "
+				  "long-read here; no v4 node sends them for host memory)");
 		break;
 	default:
 		if (is_ordered(pk))
@@ -180,7 +185,7 @@ void Ep::ordered_req(Peer &p, Pkt *pkt, const Parsed &pk)
 			if (v4::parse(chain->buf, chain->len, c) == v4::Error::None) {
 				/* Only medium messages have several packets per id: another start
 				 * of a one-packet request is a duplicate from a faulty peer. */
-				if (started && !is_medium(c.type))
+				if (started && !is_segmented(c.type))
 					drops.dup++;
 				else
 					process_req(p, chain, c);
@@ -197,7 +202,7 @@ bool Ep::queued_dup(const Pkt *chain, const Parsed &pk)
 	if (!chain)
 		return false;
 	/* Only MEDIUM has several packets per id; they differ by offset. */
-	if (!is_medium(pk.type))
+	if (!is_segmented(pk.type))
 		return true;
 	const uint64_t off = data_offset(pk);
 	for (const Pkt *c = chain; c; c = c->rb_next) {
@@ -214,8 +219,8 @@ void Ep::process_req(Peer &p, Pkt *pkt, const Parsed &pk)
 		refuse_req(p, pk, why); /* its message id is consumed: the next ones flow */
 		return;
 	}
-	/* Later segments of a medium message whose first one started it. */
-	if (is_medium(pk.type)) {
+	/* Later segments of a medium or runting message whose first one started it. */
+	if (is_segmented(pk.type)) {
 		if (MsgLink *l = Receiver::active_msg(p, msg_id_of(pk))) {
 			rx.add_segment(*l->m, *pkt, pk);
 			return;

@@ -236,7 +236,7 @@ int Ep::enable()
 	probe_ns = uint64_t(prm.peer_probe_interval) * 1000000;
 	/* The v4 extra features we implement, and our request for the connid header
 	 * (protocol.md section 3). */
-	features = v4::kExtraDeliveryComplete | v4::kExtraConnIdHeader;
+	features = v4::kExtraDeliveryComplete | v4::kExtraConnIdHeader | v4::kExtraRunt;
 	device_version = dev.attr().vendor_part_id;
 	if (dev.rdma_read())
 		features |= v4::kExtraRdmaRead;

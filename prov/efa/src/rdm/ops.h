@@ -236,6 +236,13 @@ struct MsgRx : IListNode<MsgRx> {
 	verbs::Mr reg[kMaxRmaIov];
 	uint64_t rd_posted = 0; /* bytes of reads posted */
 	uint64_t rd_done = 0;
+	/* RUNTREAD: the first `runt` bytes come in packets (MEDIUM-like segments, counted in
+	 * runt_got), the rest by our reads; `reads_over`: the reads are done and the message
+	 * waits for the rest of its runt. */
+	uint64_t runt = 0;
+	uint64_t runt_got = 0;
+	bool reads_over = false;
+	bool rd_started = false;
 	bool owes_reads = false;
 	bool owes_eor = false;
 	int err = 0;

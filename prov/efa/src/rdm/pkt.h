@@ -76,6 +76,9 @@ inline bool is_medium(Type t)
 	return t == Type::MediumMsgRtm || t == Type::MediumTagRtm || t == Type::DcMediumMsgRtm ||
 	       t == Type::DcMediumTagRtm;
 }
+inline bool is_runtread_rtm(Type t) { return t == Type::RuntReadMsgRtm || t == Type::RuntReadTagRtm; }
+/* Several packets per message id, told apart by their offset: MEDIUM and RUNTREAD. */
+inline bool is_segmented(Type t) { return is_medium(t) || is_runtread_rtm(t); }
 
 /* The type of a REQ: `base` is the untagged member of its family without delivery
  * complete (EAGER, MEDIUM, LONGCTS or LONGREAD MSGRTM); the tagged twin is the next
@@ -97,6 +100,8 @@ inline uint64_t data_offset(const Parsed &pk)
 	case Type::DcMediumMsgRtm:
 	case Type::DcMediumTagRtm: return pk.as<v4::DcMediumRtm>().seg_offset;
 	case Type::CtsData: return pk.as<v4::CtsData>().seg_offset;
+	case Type::RuntReadMsgRtm:
+	case Type::RuntReadTagRtm: return pk.as<v4::RuntRtm>().seg_offset;
 	default: return 0; /* READRSP: the first bytes; one-packet REQs */
 	}
 }

@@ -266,6 +266,19 @@ void Receiver::start_msg(Peer &p, const Pkt &pkt, const Parsed &pk)
 		m->dc = false; /* the EOR answers it */
 		break;
 	}
+	case Type::RuntReadMsgRtm:
+	case Type::RuntReadTagRtm: {
+		/* The first runt_length bytes in packets like MEDIUM's, the rest by our reads
+		 * from the read iovs (which describe the whole message), then EOR. */
+		const v4::RuntRtm h = pk.as<v4::RuntRtm>();
+		start_long(*m, RxKind::LongRead, h.msg_length, h.send_id, pk);
+		m->dc = false;
+		m->runt = h.runt_length;
+		m->alink.m = m;
+		p.active.push_back(&m->alink);
+		take_segment(*m, pk);
+		break;
+	}
 	default: { /* LONGCTS, with or without delivery complete */
 		const v4::LongCtsRtm h = pk.as<v4::LongCtsRtm>();
 		start_long(*m, RxKind::LongCts, h.msg_length, h.send_id, pk);
@@ -317,7 +330,7 @@ void Receiver::skip_ids(Peer &p, const Parsed &pk)
 
 void Receiver::route_segment(Peer &p, const Pkt &pkt, const Parsed &pk)
 {
-	if (!is_medium(pk.type)) {
+	if (!is_segmented(pk.type)) {
 		drops_.dup++;
 		return;
 	}
@@ -354,6 +367,7 @@ bool Receiver::take_segment(MsgRx &m, const Parsed &pk)
 	if (it != m.segs.begin() && std::prev(it)->first + std::prev(it)->second > off)
 		return false;
 	m.segs.emplace(it, off, pk.payload_len);
+	m.runt_got += is_runtread_rtm(pk.type) ? pk.payload_len : 0;
 	return true;
 }
 

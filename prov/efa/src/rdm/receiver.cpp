@@ -217,9 +217,14 @@ void Receiver::advance(MsgRx *m)
 	if (m->claimed)
 		return;
 	if (m->kind == RxKind::LongRead) {
-		/* The data moves by RDMA read once the message has a buffer. */
-		if (m->bound && !m->rd_posted && !m->owes_reads && !m->owes_eor)
+		/* The data moves by RDMA read once the message has a buffer; a runting one's
+		 * first bytes come in packets too, and may arrive after the reads are done. */
+		if (!m->bound)
+			return;
+		if (!m->rd_started && !m->owes_reads && !m->owes_eor)
 			read_start(*m);
+		else if (m->reads_over && !m->owes_eor)
+			read_end(*m);
 		return;
 	}
 	if (m->kind == RxKind::LongCts && m->received >= m->granted && m->granted < m->msg_len)
@@ -410,7 +415,11 @@ void Receiver::send_owed()
 
 void Receiver::read_start(MsgRx &m)
 {
+	m.rd_started = true;
 	const uint64_t want = read_len(m);
+	/* A runting message's first bytes come in packets: the reads start after them. */
+	const uint64_t from = std::min(m.runt, want);
+	m.rd_posted = m.rd_done = from;
 	uint64_t left = want;
 	for (size_t i = 0; i < m.dst_count && left; i++) {
 		const size_t len = std::min<uint64_t>(m.dst[i].iov_len, left);
@@ -425,13 +434,28 @@ void Receiver::read_start(MsgRx &m)
 			break;
 		}
 	}
-	if (m.err || !want) {
-		m.received = m.msg_len;
-		if (send_eor(m))
-			finish(&m);
+	if (m.err || want <= from) {
+		read_end(m);
 		return;
 	}
 	read_pump(m);
+}
+
+/* The reads are done (or failed, or there were none): once the runt is in too, the
+ * message is whole and the sender gets its EOR (a runting sender waits for one only when
+ * it had bytes beyond the runt to be read). */
+void Receiver::read_end(MsgRx &m)
+{
+	m.reads_over = true;
+	if (m.runt_got < m.runt && !m.err)
+		return; /* advance() comes back with the rest of the runt */
+	m.received = m.msg_len;
+	if (m.runt && m.msg_len <= m.runt) {
+		finish(&m);
+		return;
+	}
+	if (send_eor(m))
+		finish(&m);
 }
 
 void Receiver::read_pump(MsgRx &m)
@@ -469,11 +493,8 @@ void Receiver::read_pump(MsgRx &m)
 		}
 		m.rd_posted += n;
 	}
-	if (m.err && m.rd_done == m.rd_posted) {
-		m.received = m.msg_len;
-		if (send_eor(m))
-			finish(&m);
-	}
+	if (m.err && m.rd_done == m.rd_posted)
+		read_end(m);
 }
 
 void Receiver::read_done(Pkt *pkt, bool ok, uint32_t status)
@@ -490,9 +511,7 @@ void Receiver::read_done(Pkt *pkt, bool ok, uint32_t status)
 	}
 	if (m.rd_done < m.rd_posted || (m.rd_posted < read_len(m) && !m.err))
 		return;
-	m.received = m.msg_len;
-	if (send_eor(m))
-		finish(&m);
+	read_end(m);
 }
 
 } // namespace efa::rdm

@@ -154,6 +154,7 @@ private:
 	/* Read-based messages (longread.cpp). */
 	void read_start(MsgRx &m);
 	void read_pump(MsgRx &m);
+	void read_end(MsgRx &m);
 	/* The control packets it sends (pkt_ctl.cpp): false when no buffer was free (owed). */
 	bool send_cts(MsgRx &m);
 	bool send_eor(MsgRx &m);
