@@ -24,7 +24,7 @@
 # descriptors everywhere, and which provider each side runs: a deviation known of
 # upstream's provider is skipped on both sides). EFA_FT_UPSTREAM=1 marks the upstream
 # side (and keeps fabtests/skip_rules.sh out of the pair's verdict). Receiver not ready:
-# ft_rdm_rnr's late receiver when ours is the receiver (its part 2, FI_RM_DISABLED,
+# ft_rdm_rnr's late receiver on either provider (its part 2, FI_RM_DISABLED,
 # needs ours at both ends), ft_rnr_idle only between two of ours. Data is verified
 # everywhere, as in every run.
 #

@@ -111,7 +111,7 @@ tests() {
 # Environment a program needs: ft_rdm_rnr wants receive buffers to run out quickly.
 env_of() {
 	case $1 in
-	ft_rdm_rnr) echo "FI_EFA_RX_PKT_POOL_SIZE=16" ;;
+	ft_rdm_rnr) echo "FI_EFA_RX_PKT_POOL_SIZE=16 FI_EFA_RX_SIZE=16" ;; # ours; upstream's (interop)
 	*) echo "EFA_FT_UNUSED=1" ;;
 	esac
 }
