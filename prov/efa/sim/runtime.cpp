@@ -331,29 +331,36 @@ void Runtime::engine_main()
 void Runtime::drain(Qp *qp)
 {
 	const Config &c = config();
-	const size_t slot = rx_slot_size();
-	if (rx_mem.empty())
+	if (rx_mem.empty()) {
+		/* Built once: recvmmsg changes only each header's name length (reset below). */
+		const size_t slot = rx_slot_size();
 		rx_mem.resize(slot * kRxBatch);
+		rx_iov.resize(kRxBatch);
+		rx_from.resize(kRxBatch);
+		rx_msgs.resize(kRxBatch);
+		for (unsigned i = 0; i < kRxBatch; i++) {
+			rx_iov[i] = {rx_mem.data() + i * slot, slot};
+			rx_msgs[i].msg_hdr = msghdr{};
+			rx_msgs[i].msg_hdr.msg_name = &rx_from[i];
+			rx_msgs[i].msg_hdr.msg_namelen = sizeof rx_from[i];
+			rx_msgs[i].msg_hdr.msg_iov = &rx_iov[i];
+			rx_msgs[i].msg_hdr.msg_iovlen = 1;
+		}
+	}
 	if (!t_in_engine)
 		stats.poll_drains++;
 
-	mmsghdr msgs[kRxBatch];
-	iovec iov[kRxBatch];
-	sockaddr_in from[kRxBatch];
+	mmsghdr *msgs = rx_msgs.data();
+	const iovec *iov = rx_iov.data();
+	const sockaddr_in *from = rx_from.data();
 	uint8_t order[kRxBatch];
 
 	for (int round = 0; round < 8; round++) {
-		for (unsigned i = 0; i < kRxBatch; i++) {
-			iov[i] = {rx_mem.data() + i * slot, slot};
-			msgs[i].msg_hdr = msghdr{};
-			msgs[i].msg_hdr.msg_name = &from[i];
-			msgs[i].msg_hdr.msg_namelen = sizeof from[i];
-			msgs[i].msg_hdr.msg_iov = &iov[i];
-			msgs[i].msg_hdr.msg_iovlen = 1;
-		}
 		int n = recvmmsg(qp->fd, msgs, kRxBatch, MSG_DONTWAIT, nullptr);
 		if (n <= 0)
 			break;
+		for (int i = 0; i < n; i++)
+			msgs[i].msg_hdr.msg_namelen = sizeof rx_from[i];
 		/*
 		 * The paths of a multipath network are separate queues: handle the batch path by
 		 * path, starting from a rotating path, so packets that were sent in one order over

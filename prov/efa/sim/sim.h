@@ -29,6 +29,7 @@
 #include "wire.h"
 
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
 
@@ -430,6 +431,7 @@ struct Peer {
 	uint32_t rx_base;      /* every seq below is received (or abandoned by the sender) */
 	uint32_t rx_highest;
 	std::array<uint64_t, kRxWindow / 64> rx_bits; /* bit (seq - rx_base) */
+	uint32_t rx_words;     /* rx_bits[rx_words..] are zero */
 	/* Refused sequence numbers, by seq % kRxWindow (every seq that can still arrive lies
 	 * in the window, so no two share a slot); allocated at the first refusal. */
 	std::vector<NakRecord> naks;
@@ -526,6 +528,9 @@ struct Runtime {
 
 	/* receive staging (Runtime::lock) */
 	std::vector<uint8_t> rx_mem;
+	std::vector<mmsghdr> rx_msgs; /* drain's receive batch, over rx_mem */
+	std::vector<iovec> rx_iov;
+	std::vector<sockaddr_in> rx_from;
 	uint32_t rx_slot;
 
 	/* engine */

@@ -24,6 +24,7 @@
 #include <sys/time.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 namespace efasim {
@@ -66,11 +67,10 @@ void header(Runtime *rt, Peer *p, WireHdr &h, uint8_t type, uint32_t body_len)
 		h.flags |= PF_ACK;
 		h.ack_epoch = p->rx_epoch;
 		h.ack_cum = p->rx_base;
-		for (unsigned i = 0; i < kSackBits; i++) {
-			unsigned b = i + 1;
-			if (p->rx_bits[b / 64] >> (b % 64) & 1)
-				h.ack_sack[i / 64] |= 1ull << (i % 64);
-		}
+		/* Selective bit i is receive bit i + 1 (bit 0, rx_base itself, is never set). */
+		static_assert(kSackBits % 64 == 0 && kSackBits < kRxWindow);
+		for (unsigned w = 0; w < kSackBits / 64; w++)
+			h.ack_sack[w] = p->rx_bits[w] >> 1 | p->rx_bits[w + 1] << 63;
 		p->ack_pending = 0;
 		p->ack_due_ns = 0;
 	}
@@ -641,15 +641,17 @@ void rx_advance_to(Peer *p, uint32_t to)
 	uint32_t shift = to - p->rx_base;
 	if (shift >= kRxWindow) {
 		p->rx_bits.fill(0);
+		p->rx_words = 0;
 	} else {
-		/* shift the bitmap down by `shift` bits */
-		const unsigned words = kRxWindow / 64;
+		/* shift the bitmap down by `shift` bits (words from rx_words up are zero) */
+		const unsigned words = p->rx_words;
 		const unsigned ws = shift / 64, bs = shift % 64;
 		for (unsigned i = 0; i < words; i++) {
 			uint64_t lo = i + ws < words ? p->rx_bits[i + ws] : 0;
 			uint64_t hi = i + ws + 1 < words ? p->rx_bits[i + ws + 1] : 0;
 			p->rx_bits[i] = bs ? (lo >> bs) | (hi << (64 - bs)) : lo;
 		}
+		p->rx_words = words > ws ? words - ws : 0;
 	}
 	if (!p->naks.empty()) {
 		if (shift >= kRxWindow) {
@@ -668,8 +670,12 @@ void rx_advance_to(Peer *p, uint32_t to)
 	 * selective bits start after it). Moved by the sender's snd_una past numbers it
 	 * abandoned, it may now sit on ones received earlier: slide over them. */
 	uint32_t n = 0;
-	while (n < kRxWindow && (p->rx_bits[n / 64] >> (n % 64) & 1))
-		n++;
+	for (unsigned w = 0; w < p->rx_words; w++) {
+		const uint64_t run = std::countr_one(p->rx_bits[w]);
+		n += uint32_t(run);
+		if (run < 64)
+			break;
+	}
 	if (n)
 		rx_advance_to(p, to + n);
 }
@@ -678,6 +684,7 @@ void rx_mark(Peer *p, uint32_t seq)
 {
 	uint32_t d = seq - p->rx_base;
 	p->rx_bits[d / 64] |= 1ull << (d % 64);
+	p->rx_words = std::max(p->rx_words, d / 64 + 1);
 	if (d == 0)
 		rx_advance_to(p, p->rx_base + 1); /* and over the received run after it */
 }
@@ -749,6 +756,7 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 		p->rx_base = h->snd_una;
 		p->rx_highest = h->snd_una;
 		p->rx_bits.fill(0);
+		p->rx_words = 0;
 		for (NakRecord &n : p->naks)
 			n.valid = false;
 	}
