@@ -31,12 +31,6 @@ size_t entry_size_of(fi_cq_format f)
 	}
 }
 
-void copy_out(const Cq &cq, const fi_cq_tagged_entry &e, uint8_t *dst)
-{
-	/* Every format is a prefix of the tagged entry. */
-	std::memcpy(dst, &e, cq.entry_size);
-}
-
 /* Consumes a pending completion-channel event, if any (the channel fd is non-blocking). */
 void consume_event(Cq *cq)
 {
@@ -46,16 +40,18 @@ void consume_event(Cq *cq)
 
 ssize_t cq_read_locked(Cq *cq, void *buf, size_t count, fi_addr_t *src)
 {
-	consume_event(cq);
+	if (cq->armed)
+		consume_event(cq);
 	const size_t have = cq->staged_count();
 	if (have < count)
 		cq->progress(count - have);
 	std::lock_guard g(cq->stage_lock);
 	const size_t n = std::min(count, cq->staged.size());
 	auto *out = static_cast<uint8_t *>(buf);
+	const size_t esz = cq->entry_size;
 	for (size_t i = 0; i < n; i++) {
 		const Cq::Entry &e = cq->staged.front();
-		copy_out(*cq, e.e, out + i * cq->entry_size);
+		std::memcpy(out + i * esz, &e.e, esz); /* every format is a prefix of the tagged entry */
 		if (src)
 			src[i] = e.src;
 		cq->staged.pop_front();

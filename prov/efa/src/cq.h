@@ -69,7 +69,37 @@ struct Cq {
 		fi_cq_err_entry e;
 		std::string text;
 	};
-	std::deque<Entry> staged;
+	/* Completions not read yet, oldest first: a ring that doubles when full (a deque
+	 * costs more per entry on the data path). */
+	class Staged {
+	public:
+		size_t size() const { return tail_ - head_; }
+		bool empty() const { return head_ == tail_; }
+		const Entry &front() const { return ring_[head_ & mask_]; }
+		void pop_front() { head_++; }
+		void clear() { head_ = tail_ = 0; }
+		void push_back(const Entry &e)
+		{
+			if (size() == ring_.size())
+				grow();
+			ring_[tail_++ & mask_] = e;
+		}
+
+	private:
+		void grow()
+		{
+			std::vector<Entry> r(ring_.empty() ? 64 : ring_.size() * 2);
+			for (size_t i = 0; i < size(); i++)
+				r[i] = ring_[(head_ + i) & mask_];
+			tail_ = size();
+			head_ = 0;
+			ring_.swap(r);
+			mask_ = ring_.size() - 1;
+		}
+		std::vector<Entry> ring_;
+		size_t mask_ = 0, head_ = 0, tail_ = 0;
+	};
+	Staged staged;
 	std::deque<Error> errors;
 	std::string last_err; /* err_data of the last readerr stays valid until the next */
 	std::vector<CqUser *> users;

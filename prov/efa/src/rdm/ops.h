@@ -95,16 +95,16 @@ struct Peer : IListNode<Peer> {
 enum class TxKind : uint8_t { Msg, Tagged, Write, Read, Atomic };
 
 struct TxOp : IListNode<TxOp> {
-	TxKind kind;
-	Proto proto;
+	TxKind kind = TxKind::Msg;
+	Proto proto{};
 	Peer *peer = nullptr;
 	fi_addr_t addr = FI_ADDR_NOTAVAIL;
 	void *context = nullptr;
 	uint64_t flags = 0;    /* the operation's flags */
 	uint64_t cq_flags = 0; /* fi_cq entry flags */
 	bool completion = false;
-	iovec iov[kMaxRmaIov] = {};
-	void *desc[kMaxRmaIov] = {};
+	iovec iov[kMaxRmaIov];	/* [iov_count]: entries beyond are not set (ObjPool) */
+	void *desc[kMaxRmaIov]; /* [iov_count] */
 	size_t iov_count = 0;
 	uint64_t len = 0;
 	uint64_t tag = 0;
@@ -124,13 +124,13 @@ struct TxOp : IListNode<TxOp> {
 	int err = 0;	     /* first error (positive FI_E*) */
 	uint32_t prov_errno = 0;
 	/* RMA and atomics */
-	fi_rma_iov rma[kMaxRmaIov] = {};
+	fi_rma_iov rma[kMaxRmaIov]; /* [rma_count] */
 	size_t rma_count = 0;
 	fi_op aop = static_cast<fi_op>(FI_ATOMIC_OP_LAST); /* an enumerator of fi_op in 1.x, of an unnamed enum in 2.x */
 	fi_datatype adt = static_cast<fi_datatype>(FI_DATATYPE_LAST);
-	iovec result[kMaxRmaIov] = {};
+	iovec result[kMaxRmaIov]; /* [result_count] */
 	size_t result_count = 0;
-	iovec compare[kMaxRmaIov] = {};
+	iovec compare[kMaxRmaIov]; /* [compare_count] */
 	size_t compare_count = 0;
 	/* LONGREAD: registrations of iovs whose descriptor grants no remote read. */
 	verbs::Mr reg[kMaxRmaIov];
@@ -154,6 +154,8 @@ struct TxOp : IListNode<TxOp> {
 		std::copy(v, v + count, iov);
 		if (d)
 			std::copy(d, d + count, desc);
+		else
+			std::fill(desc, desc + count, nullptr);
 		iov_count = count;
 		len = total;
 	}
@@ -167,7 +169,7 @@ struct RxOp : IListNode<RxOp> {
 	void *context = nullptr;
 	uint64_t flags = 0;
 	bool completion = true;
-	iovec iov[kMaxRmaIov] = {};
+	iovec iov[kMaxRmaIov]; /* [iov_count] */
 	size_t iov_count = 0;
 	uint64_t cap = 0;
 	/* FI_MULTI_RECV */
@@ -223,7 +225,7 @@ struct MsgRx : IListNode<MsgRx> {
 	RxOp *rx = nullptr; /* a multi-receive buffer it takes a slice of */
 	void *context = nullptr;
 	bool completion = true;
-	iovec dst[kMaxRmaIov] = {};
+	iovec dst[kMaxRmaIov]; /* [dst_count] */
 	size_t dst_count = 0;
 	uint64_t cap = 0;
 	bool owes_cts = false;	   /* a CTS could not be sent yet */
@@ -231,7 +233,7 @@ struct MsgRx : IListNode<MsgRx> {
 	bool claimed = false;	   /* FI_CLAIM: waits for the claiming receive */
 	bool discard = false;	   /* FI_DISCARD: data dropped, completion without data */
 	/* LONGREAD: the sender's iovs, our registrations of the destination, progress. */
-	RmaIov rd[kMaxRmaIov] = {};
+	RmaIov rd[kMaxRmaIov]; /* [rd_count] */
 	uint32_t rd_count = 0;
 	verbs::Mr reg[kMaxRmaIov];
 	uint64_t rd_posted = 0; /* bytes of reads posted */

@@ -26,7 +26,9 @@ public:
 
 	void set_cap(size_t cap) { cap_ = cap; }
 
-	/* A default-constructed T, or null when `cap` objects are in use. */
+	/* A default-initialised T (members without an initialiser, such as the iov arrays
+	 * of the operation entries, are not cleared: the entries set what they use), or null
+	 * when `cap` objects are in use. */
 	T *get()
 	{
 		if (free_.empty()) {
@@ -40,7 +42,7 @@ public:
 		}
 		Slot *s = free_.back();
 		free_.pop_back();
-		T *t = new (s->mem) T();
+		T *t = new (s->mem) T;
 		used_++;
 		return t;
 	}

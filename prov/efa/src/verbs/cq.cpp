@@ -97,10 +97,22 @@ void Cq::read(Wc &wc) const
 {
 	wc.wr_id = cq_->wr_id;
 	wc.status = cq_->status;
-	wc.vendor_err = ibv_wc_read_vendor_err(cq_);
 	wc.opcode = ibv_wc_read_opcode(cq_);
-	wc.byte_len = ibv_wc_read_byte_len(cq_);
 	wc.qp_num = ibv_wc_read_qp_num(cq_);
+	if (wc.status == IBV_WC_SUCCESS && !(wc.opcode & IBV_WC_RECV)) {
+		/* A successful send, write or read: what its owner reads is above (each field
+		 * is a call into the provider, and these are half of all completions). */
+		wc.vendor_err = 0;
+		wc.byte_len = 0;
+		wc.has_imm = false;
+		wc.imm = 0;
+		wc.src_qp = 0;
+		wc.slid = 0xffff;
+		wc.unsolicited = false;
+		return;
+	}
+	wc.vendor_err = ibv_wc_read_vendor_err(cq_);
+	wc.byte_len = ibv_wc_read_byte_len(cq_);
 	unsigned flags = ibv_wc_read_wc_flags(cq_);
 	wc.has_imm = flags & IBV_WC_WITH_IMM;
 	wc.imm = wc.has_imm ? ibv_wc_read_imm_data(cq_) : 0; /* as upstream: the CQ data unconverted */

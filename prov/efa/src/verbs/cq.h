@@ -14,7 +14,9 @@
 
 namespace efa::verbs {
 
-/* One work completion, decoded. */
+/* One work completion, decoded. A successful send, write or read carries wr_id, status,
+ * opcode and qp_num only (the rest reads 0, slid 0xffff); a receive or a failed
+ * completion carries every field. */
 struct Wc {
 	uint64_t wr_id;
 	ibv_wc_status status;
