@@ -147,10 +147,12 @@ void Ep::peer_failed(Peer &p, int err, uint32_t status)
 		if (pkt->probe)
 			p.probe_out = false;
 		TxOp *op = pkt->op;
+		const bool inject = pkt->inject;
 		io.put_tx(pkt);
-		if (op) {
+		if (op)
 			tx.pkt_failed(op, err, status);
-		}
+		else if (inject)
+			count(kCntrSend, false);
 	}
 	/* Nothing to void on a peer that is gone (an EXT_VOID on the device comes back as any
 	 * packet, and goes to the pool; a parked one, len 0, is on neither: it goes now). */

@@ -58,6 +58,7 @@ Pkt *PktPool::get()
 	p->rnr_tries = 0;
 	p->queued = false;
 	p->probe = false;
+	p->inject = false;
 	p->peer = nullptr;
 	p->op = nullptr;
 	p->msg = nullptr;

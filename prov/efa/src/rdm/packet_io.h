@@ -41,6 +41,8 @@ struct Pkt : IListNode<Pkt>, ReorderLink<Pkt> {
 	uint8_t rnr_tries = 0;
 	bool queued = false; /* tx: waiting on its peer's queue (RNR) */
 	bool probe = false;  /* tx: a liveness probe (a HANDSHAKE) */
+	bool inject = false; /* tx: an inject sent without an operation entry (Sender::post_inject):
+			      * its end counts a send, success or failure */
 	Peer *peer = nullptr; /* tx: destination; copy: sender */
 	TxOp *op = nullptr;   /* tx: the operation it carries data of (null: control) */
 	MsgRx *msg = nullptr; /* tx: the message an RDMA read (LONGREAD) fetches for */

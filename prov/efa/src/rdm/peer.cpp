@@ -142,6 +142,8 @@ int Ep::post(Pkt *pkt)
 		if (pkt->op) {
 			tx.pkt_failed(pkt->op, p.released ? FI_ECANCELED : FI_EHOSTUNREACH,
 				p.released ? uint32_t(EfaStatus::PEER_REMOVED) : p.down);
+		} else if (pkt->inject) {
+			count(kCntrSend, false);
 		}
 		io.put_tx(pkt);
 		return -FI_EHOSTUNREACH;
@@ -153,9 +155,10 @@ int Ep::post(Pkt *pkt)
 		if (r != -ENOMEM) {
 			EFA_WARN(EpData, "posting a %s packet failed: %s", pkt_type_name(pkt->buf[0]),
 				 fi_strerror(-r));
-			if (pkt->op) {
+			if (pkt->op)
 				tx.pkt_failed(pkt->op, FI_EIO, uint32_t(EfaStatus::POST_FAILED));
-			}
+			else if (pkt->inject)
+				count(kCntrSend, false);
 			io.put_tx(pkt);
 			return -FI_EIO;
 		}
@@ -193,9 +196,12 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 			void_next(*p, pkt);
 			return;
 		}
+		const bool inject = pkt->inject;
 		io.put_tx(pkt);
 		if (op)
 			tx.pkt_sent(op);
+		else if (inject)
+			count(kCntrSend, true);
 		return;
 	}
 	/* RNR: a packet is resent after the backoff. Not a device RDMA work request (len 0:
@@ -239,6 +245,9 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 			tx.pkt_failed(op, FI_ECANCELED, uint32_t(EfaStatus::PEER_REMOVED));
 		else
 			tx.pkt_failed(op, efa_status_to_fi(status), status);
+	} else if (pkt->inject) {
+		count(kCntrSend, false);
+		EFA_WARN(EpData, "an inject to %s failed: %s", addr_to_string(p->raw).c_str(), efa_status_msg(status));
 	} else if (pkt->len && pkt->buf[0] != uint8_t(Type::Handshake) && !gone && !p->released) {
 		EFA_WARN(EpData, "a %s packet to %s failed: %s", pkt_type_name(pkt->buf[0]),
 			 addr_to_string(p->raw).c_str(), efa_status_msg(status));

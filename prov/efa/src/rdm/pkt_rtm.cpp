@@ -40,6 +40,20 @@ void Sender::post_eager(TxOp &op, uint16_t flags)
 	port_.tx_post(pkt);
 }
 
+void Sender::post_inject(Peer &p, const SendArgs &a, uint64_t len, uint16_t flags)
+{
+	Pkt *pkt = port_.tx_buf(p);
+	pkt->inject = true;
+	v4::Writer w(pkt->buf, pkt->cap);
+	w.header<v4::EagerRtm>(rtm_type(Type::EagerMsgRtm, a.tagged, false), flags)->r.msg_id = p.next_tx_id++;
+	if (a.tagged)
+		w.u64(a.tag);
+	req_opts(w, p, flags, a.data);
+	iov_to_buf(a.iov, a.count, 0, w.reserve(len), len);
+	pkt->len = uint32_t(w.size());
+	port_.tx_post(pkt);
+}
+
 void Sender::post_medium(TxOp &op, uint16_t flags, size_t seg)
 {
 	const bool tagged = op.kind == TxKind::Tagged, dc = op.need_receipt;
@@ -224,8 +238,36 @@ void Ep::void_next(Peer &p, Pkt *pkt)
 
 /* ------------------------------------------------------------------ receiving */
 
+/* An eager message (without delivery complete) that a posted receive takes whole: placed
+ * and completed at once, without a message entry (the common small message). False
+ * leaves it to the general path: no receive, a multi-receive buffer, or truncation. */
+bool Receiver::take_eager(Peer &p, const Parsed &pk)
+{
+	const bool tagged = pk.info.tagged;
+	RxOp *r = match_.find_posted(tagged, p.addr, pk.tag);
+	if (!r || r->multi || pk.payload_len > r->cap)
+		return false;
+	match_.unpost(tagged, r);
+	buf_to_iov(r->iov, r->iov_count, 0, pk.payload, pk.payload_len);
+	port_.rx_count(false, true);
+	if (r->completion) {
+		fi_cq_tagged_entry e{};
+		e.op_context = r->context;
+		e.flags = FI_RECV | (tagged ? FI_TAGGED : FI_MSG) | (pk.has_cq_data ? FI_REMOTE_CQ_DATA : 0);
+		e.len = pk.payload_len;
+		e.buf = r->iov_count ? r->iov[0].iov_base : nullptr;
+		e.data = pk.cq_data & 0xffffffffu; /* cq_data_size is 4 */
+		e.tag = pk.tag;
+		port_.rx_complete(e, p.addr);
+	}
+	rxops_.put(r);
+	return true;
+}
+
 void Receiver::start_msg(Peer &p, const Pkt &pkt, const Parsed &pk)
 {
+	if ((pk.type == Type::EagerTagRtm || pk.type == Type::EagerMsgRtm) && take_eager(p, pk))
+		return;
 	MsgRx *m = msgs_.get();
 	m->peer = &p;
 	link(p, *m);

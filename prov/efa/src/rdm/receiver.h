@@ -91,6 +91,7 @@ public:
 
 	/* Packets (see the top of this file). */
 	void start_msg(Peer &p, const Pkt &pkt, const Parsed &pk);
+	bool take_eager(Peer &p, const Parsed &pk);
 	/* A MEDIUM segment of a message already started (a duplicate when none is). */
 	void route_segment(Peer &p, const Pkt &pkt, const Parsed &pk);
 	/* A MEDIUM segment of m: taken once, held until m is matched, else placed. */

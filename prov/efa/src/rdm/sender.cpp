@@ -103,6 +103,13 @@ ssize_t Sender::send(const SendArgs &a)
 	 * message that cannot go out. */
 	if (port_.tx_avail() < npkts)
 		return -FI_EAGAIN;
+	const uint16_t flags = req_flags(*p, data, uint16_t(v4::kReqMsg | (a.tagged ? v4::kReqTagged : 0)));
+	/* An eager inject needs no operation entry: nothing completes it and its data is in
+	 * the packet (FI_RM_DISABLED keeps the entry, which an RNR fails). */
+	if (inject && proto == Proto::Eager && p->hs_sent && cfg_.rm_enabled && !(a.flags & FI_DELIVERY_COMPLETE)) {
+		post_inject(*p, a, len, flags);
+		return 0;
+	}
 	TxOp *op = ops_.get();
 	if (!op)
 		return -FI_EAGAIN;
@@ -117,7 +124,6 @@ ssize_t Sender::send(const SendArgs &a)
 	op->data = a.data;
 	op->msg_id = p->next_tx_id++;
 	op->need_receipt = a.flags & FI_DELIVERY_COMPLETE;
-	const uint16_t flags = req_flags(*p, data, uint16_t(v4::kReqMsg | (a.tagged ? v4::kReqTagged : 0)));
 	/* The read-based protocol, unless the buffer cannot be registered: then long-CTS
 	 * with the same message id (nothing was sent yet). */
 	if (proto == Proto::LongRead) {

@@ -207,6 +207,7 @@ private:
 	 * its family; tagged and DC twins are chosen from op). */
 	template <typename H> H *rtm(v4::Writer &w, Type type, const TxOp &op, uint16_t flags) const;
 	void post_eager(TxOp &op, uint16_t flags);
+	void post_inject(Peer &p, const SendArgs &a, uint64_t len, uint16_t flags);
 	void post_medium(TxOp &op, uint16_t flags, size_t seg);
 	void post_longcts(TxOp &op, uint16_t flags, size_t room);
 	int longread_send(TxOp &op, uint16_t flags);
