@@ -29,8 +29,6 @@ uint64_t iov_total(const iovec *iov, size_t count)
 	return n;
 }
 
-namespace {
-
 /* Copies len bytes between buf and the iov list from byte off of the list, either way. */
 size_t iov_copy(const iovec *iov, size_t count, uint64_t off, uint8_t *buf, size_t len, bool to_iov)
 {
@@ -50,18 +48,6 @@ size_t iov_copy(const iovec *iov, size_t count, uint64_t off, uint8_t *buf, size
 		off = 0;
 	}
 	return done;
-}
-
-} // namespace
-
-size_t iov_to_buf(const iovec *iov, size_t count, uint64_t off, void *dst, size_t len)
-{
-	return iov_copy(iov, count, off, static_cast<uint8_t *>(dst), len, false);
-}
-
-size_t buf_to_iov(const iovec *iov, size_t count, uint64_t off, const void *src, size_t len)
-{
-	return iov_copy(iov, count, off, static_cast<uint8_t *>(const_cast<void *>(src)), len, true);
 }
 
 Peer *Sender::call_peer(bool inject, uint64_t len, const char *instead, fi_addr_t dest, bool new_id, ssize_t &err)

@@ -317,20 +317,25 @@ const char *type_name(Type t)
 	return r ? r->name : "unknown";
 }
 
-TypeInfo type_info(uint8_t type)
-{
-	TypeInfo ti;
-	const Row *r = row_of(type);
-	if (!r)
-		return ti;
-	ti.known = true;
-	ti.req = type >= 64 && r->family != Family::None;
-	ti.family = r->family;
-	ti.tagged = r->tagged;
-	ti.dc = r->dc;
-	ti.hdr = r->hdr;
-	return ti;
-}
+/* Every type byte's TypeInfo, built once at compile time (parse reads one per packet). */
+struct InfoTable {
+	TypeInfo at[256] = {};
+	constexpr InfoTable()
+	{
+		for (const Row &r : kRows) {
+			TypeInfo &ti = at[r.type];
+			ti.known = true;
+			ti.req = r.type >= 64 && r.family != Family::None;
+			ti.family = r.family;
+			ti.tagged = r.tagged;
+			ti.dc = r.dc;
+			ti.hdr = r.hdr;
+		}
+	}
+};
+constexpr InfoTable kInfo;
+
+TypeInfo type_info(uint8_t type) { return kInfo.at[type]; }
 
 bool Packet::extra(unsigned bit) const
 {
@@ -349,7 +354,7 @@ Error parse(const void *buf, size_t len, Packet &out)
 	std::memcpy(&out.flags, start + offsetof(Base, flags), sizeof out.flags);
 	if (start[1] != kVersion)
 		return Error::Version;
-	out.info = type_info(start[0]);
+	out.info = kInfo.at[start[0]];
 	if (!out.info.known)
 		return Error::Type;
 	out.type = Type(start[0]);
