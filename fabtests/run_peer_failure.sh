@@ -16,7 +16,9 @@
 # bounded (-T), and S, B and A' run under timeout(1).
 #
 # Environment: FI_EFA_PEER_PROBE_INTERVAL (default here 200 ms) and EFASIM_TIMEOUT_MS
-# (default here 1000 ms) set the bound S checks; EFASIM_PORT_BASE (default 44000).
+# (default here 1000 ms) set the bound S checks; EFASIM_PORT_BASE (default 44000);
+# FI_EFA_INTER_MAX_MEDIUM_MESSAGE_SIZE and FI_EFA_INTER_MIN_READ_MESSAGE_SIZE (default here
+# 65536 and 1048576, as on hardware).
 # Exit status: 0 every profile passed; 1 otherwise (also when fi_info lists no efa fabric:
 # fi_efa(7) documents it).
 set -u
@@ -31,6 +33,11 @@ export FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-@$top/.libs}"
 export EFASIM_PORT_BASE="${EFASIM_PORT_BASE:-44000}"
 export FI_EFA_PEER_PROBE_INTERVAL="${FI_EFA_PEER_PROBE_INTERVAL:-200}"
 export EFASIM_TIMEOUT_MS="${EFASIM_TIMEOUT_MS:-1000}"
+# The protocol thresholds of EFA hardware (fi_efa(7)): the 512 KiB message from A goes
+# with clear-to-send windows, so that it is partly received when A stops, and the 256 KiB
+# send to A is long-CTS (the software device's own defaults would read both).
+export FI_EFA_INTER_MAX_MEDIUM_MESSAGE_SIZE="${FI_EFA_INTER_MAX_MEDIUM_MESSAGE_SIZE:-65536}"
+export FI_EFA_INTER_MIN_READ_MESSAGE_SIZE="${FI_EFA_INTER_MIN_READ_MESSAGE_SIZE:-1048576}"
 limit=${EFA_FT_PAIR_TIMEOUT:-120}
 runs=${*:-efa:default efa:no-rdma efa-direct:default}
 

@@ -9,6 +9,7 @@
 #include "rdm/entry.h"
 #include "info.h"
 #include "log.h"
+#include "params.h"
 #include "prov.h"
 #include "tclass.h"
 
@@ -31,6 +32,13 @@ int domain_close(fid_t f)
 	{
 		std::lock_guard<std::mutex> g(d->lock);
 		d->ahs.clear();
+	}
+	if (d->mr_cache) {
+		const MrCacheStats s = d->mr_cache->stats();
+		EFA_INFO(Mr, "%s: registration cache: %lu hits, %lu misses, %lu uncached, %lu evicted, %lu invalidated",
+			 d->dev->name().c_str(), (unsigned long)s.hits, (unsigned long)s.misses, (unsigned long)s.uncached,
+			 (unsigned long)s.evictions, (unsigned long)s.invalidations);
+		d->mr_cache.reset();
 	}
 	if (int ret = d->pd.reset())
 		EFA_WARN(Domain, "%s: closing the protection domain: %s", d->dev->name().c_str(), strerror(ret));
@@ -179,6 +187,20 @@ int domain_open(fid_fabric *f, fi_info *info, fid_domain **out, void *context)
 	d->rx_cq_data = info->mode & FI_RX_CQ_DATA;
 	d->dgram = dgram;
 	d->rdm = !fab->direct && !dgram;
+	if (d->rdm) {
+		/* Defaults: 90% of the device's MR limits, as upstream, at most 4096 entries (each
+		 * watched range may split a mapping in two: vm.max_map_count is 65530). */
+		const Params &prm = params();
+		const ibv_device_attr &da = dev->attr();
+		const size_t count = prm.mr_max_cached_count != kParamUnset
+					     ? prm.mr_max_cached_count
+					     : std::min<size_t>(size_t(da.max_mr) / 10 * 9, 4096);
+		const size_t bytes = prm.mr_max_cached_size != kParamUnset ? prm.mr_max_cached_size
+									   : size_t(da.max_mr_size / 10 * 9);
+		d->mr_cache = std::make_unique<MrCache>(d->pd, prm.mr_cache_enable, count, bytes);
+		EFA_DBG(Mr, "%s: registration cache: %s, at most %zu entries and %zu bytes", dev->name().c_str(),
+			d->mr_cache->monitor(), count, bytes);
+	}
 	fab->hdr.children++;
 	*out = &d->dom;
 	return 0;

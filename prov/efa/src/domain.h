@@ -9,6 +9,7 @@
 #define EFA_DOMAIN_H
 
 #include "fabric.h"
+#include "mr_cache.h"
 #include "verbs/resources.h"
 
 #include <memory>
@@ -40,6 +41,9 @@ struct Domain {
 	std::mutex lock;
 	std::unordered_map<std::string, std::unique_ptr<AhRef>> ahs; /* by raw GID */
 	std::unordered_map<uint64_t, struct Mr *> mr_keys;	   /* efa fabric: by key */
+	/* efa fabric: the registrations it makes for itself (mr_cache.h); created at open,
+	 * destroyed after the PD's last endpoint is gone (before the PD). */
+	std::unique_ptr<MrCache> mr_cache;
 
 	/* The AH towards `gid` (created on first use); release it with put_ah. */
 	AhRef *get_ah(const uint8_t gid[16], int *err);

@@ -20,7 +20,7 @@ constexpr fi_param_type kType_SIZE = FI_PARAM_SIZE_T;
 [[maybe_unused]] void set_default(std::string &f, const char *d) { f = d; }
 [[maybe_unused]] void set_default(int &f, const char *d) { f = std::atoi(d); }
 [[maybe_unused]] void set_default(bool &f, const char *d) { f = std::atoi(d) != 0; }
-[[maybe_unused]] void set_default(size_t &f, const char *d) { f = size_t(std::strtoull(d, nullptr, 0)); }
+[[maybe_unused]] void set_default(size_t &f, const char *d) { f = *d ? size_t(std::strtoull(d, nullptr, 0)) : kParamUnset; }
 
 [[maybe_unused]] void read(const char *name, std::string &f)
 {

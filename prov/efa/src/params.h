@@ -8,6 +8,7 @@
 #define EFA_PARAMS_H
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 struct fi_provider;
@@ -35,12 +36,14 @@ struct fi_provider;
 	X(recvwin_size, "recvwin_size", SIZE, "16384",                                                        \
 	  "efa fabric: reorder window per peer, in messages (a power of two); requests further ahead wait " \
 	  "on an overflow list")                                                                            \
-	X(max_medium_msg_size, "inter_max_medium_message_size", SIZE, "65536",                                \
+	X(max_medium_msg_size, "inter_max_medium_message_size", SIZE, "",                                     \
 	  "efa fabric: largest message sent with the medium protocol (all packets at once); larger ones "   \
-	  "use clear-to-send flow control")                                                                 \
-	X(min_read_msg_size, "inter_min_read_message_size", SIZE, "1048576",                               \
+	  "use the read-based protocol or clear-to-send flow control. Unset: 65536 on EFA hardware (as "    \
+	  "upstream), 16384 on the software device")                                                        \
+	X(min_read_msg_size, "inter_min_read_message_size", SIZE, "",                                      \
 	  "efa fabric: smallest message sent with the read-based protocol (the receiver RDMA-reads the "    \
-	  "sender's buffer) when both devices have RDMA read")                                              \
+	  "sender's buffer) when both devices have RDMA read. Unset: 1048576 on EFA hardware (as "          \
+	  "upstream), 16384 on the software device")                                                        \
 	X(timeout_interval, "timeout_interval", SIZE, "0",                                                    \
 	  "efa fabric: first backoff after a receiver-not-ready, in microseconds (0: random 40-120)")       \
 	X(max_timeout, "max_timeout", SIZE, "1000000",                                                        \
@@ -50,12 +53,25 @@ struct fi_provider;
 	  "consumes no receive). 0: endpoints go without it, as FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV "      \
 	  "false does (fewer unsolicited completions to overflow a CQ); efa-direct then asks for "          \
 	  "FI_RX_CQ_DATA with RMA")                                                                         \
+	X(mr_cache_enable, "mr_cache_enable", BOOL, "1",                                                      \
+	  "efa fabric: cache the registrations the provider makes for itself (read-based messages, "        \
+	  "RDMA read destinations) when a memory monitor (userfaultfd) is available; 0: register and "     \
+	  "deregister per use")                                                                             \
+	X(mr_max_cached_count, "mr_max_cached_count", SIZE, "",                                              \
+	  "efa fabric: most registrations the cache keeps (unset: 90% of the device's max_mr, at most "     \
+	  "4096); unused ones are evicted least recently used first, ones in use never")                    \
+	X(mr_max_cached_size, "mr_max_cached_size", SIZE, "",                                                \
+	  "efa fabric: most bytes the cache keeps registered (unset: 90% of the device's max_mr_size)")     \
 	X(peer_probe_interval, "peer_probe_interval", SIZE, "1000",                                           \
 	  "efa fabric: milliseconds an operation waits on a silent peer before the provider probes it; "   \
 	  "a peer whose device then stops answering is declared unresponsive and everything waiting on "    \
 	  "it fails (0: never probe)")
 
 namespace efa {
+
+/* A SIZE parameter whose default is "" reads kParamUnset until the environment sets it
+ * (its default then depends on the device). */
+inline constexpr size_t kParamUnset = SIZE_MAX;
 
 struct Params {
 #define EFA_P_STR std::string

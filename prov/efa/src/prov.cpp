@@ -3,6 +3,7 @@
 
 #include "fabric.h"
 #include "info.h"
+#include "mem_monitor.h"
 #include "log.h"
 #include "params.h"
 
@@ -143,7 +144,11 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 }
 
 
-void cleanup() { close_devices(); }
+void cleanup()
+{
+	MemMonitor::shutdown();
+	close_devices();
+}
 
 } // namespace
 

@@ -115,8 +115,8 @@ public:
 		free_pkt(pkt);
 	}
 	void rx_adopt_pending() override { adopt_looks++; }
-	int rx_reg(void *, size_t, verbs::Mr &) override { return reg_error; }
-	int rx_read(Pkt *pkt, void *buf, uint32_t len, const verbs::Mr &, uint64_t raddr, uint32_t rkey) override
+	int rx_reg(void *, size_t, InternalMr &) override { return reg_error; }
+	int rx_read(Pkt *pkt, void *buf, uint32_t len, const InternalMr &, uint64_t raddr, uint32_t rkey) override
 	{
 		reads.push_back(Read{pkt, buf, len, raddr, rkey});
 		return 0;

@@ -121,7 +121,7 @@ public:
 		handshakes++;
 		p.hs_sent = true;
 	}
-	int tx_read_key(void *, size_t, void *, verbs::Mr &, uint64_t &key) override
+	int tx_read_key(void *, size_t, void *, InternalMr &, uint64_t &key) override
 	{
 		key = 0x500 + keys++;
 		return 0;

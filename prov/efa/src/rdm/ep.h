@@ -55,7 +55,7 @@ public:
 	void tx_post(Pkt *pkt) override;
 	void tx_put(Pkt *pkt) override;
 	void tx_handshake(Peer &p) override;
-	int tx_read_key(void *buf, size_t len, void *desc, verbs::Mr &reg, uint64_t &key) override;
+	int tx_read_key(void *buf, size_t len, void *desc, InternalMr &reg, uint64_t &key) override;
 	bool tx_device_ok(const TxOp &op) override;
 	int tx_rdma(Pkt *pkt, const TxOp &op, bool write, uint64_t off, uint64_t len, uint64_t raddr,
 		    uint32_t rkey) override;
@@ -80,8 +80,8 @@ public:
 	Pkt *rx_copy(const Pkt &pkt) override;
 	void rx_free_copy(Pkt *pkt) override;
 	void rx_adopt_pending() override;
-	int rx_reg(void *buf, size_t len, verbs::Mr &out) override;
-	int rx_read(Pkt *pkt, void *buf, uint32_t len, const verbs::Mr &mr, uint64_t raddr, uint32_t rkey) override;
+	int rx_reg(void *buf, size_t len, InternalMr &out) override;
+	int rx_read(Pkt *pkt, void *buf, uint32_t len, const InternalMr &mr, uint64_t raddr, uint32_t rkey) override;
 	void rx_complete(const fi_cq_tagged_entry &e, fi_addr_t src) override;
 	void rx_error(void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &text,
 		      uint64_t len, uint64_t olen, void *buf, uint64_t data, uint64_t tag) override;

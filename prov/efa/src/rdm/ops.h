@@ -134,7 +134,7 @@ struct TxOp : IListNode<TxOp> {
 	iovec compare[kMaxRmaIov]; /* [compare_count] */
 	size_t compare_count = 0;
 	/* LONGREAD: registrations of iovs whose descriptor grants no remote read. */
-	verbs::Mr reg[kMaxRmaIov];
+	InternalMr reg[kMaxRmaIov];
 
 	/* What every operation records when it starts: its kind, peer and the call's
 	 * context, flags and completion entry flags (`completion`: whether it reports one). */
@@ -236,7 +236,7 @@ struct MsgRx : IListNode<MsgRx> {
 	/* LONGREAD: the sender's iovs, our registrations of the destination, progress. */
 	RmaIov rd[kMaxRmaIov]; /* [rd_count] */
 	uint32_t rd_count = 0;
-	verbs::Mr reg[kMaxRmaIov];
+	InternalMr reg[kMaxRmaIov];
 	uint64_t rd_posted = 0; /* bytes of reads posted */
 	uint64_t rd_done = 0;
 	/* RUNTREAD: the first `runt` bytes come in packets (MEDIUM-like segments, counted in

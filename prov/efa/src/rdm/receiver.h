@@ -50,8 +50,8 @@ public:
 	 * read of `len` bytes from (raddr, rkey) at the endpoint of pkt->msg's sender into
 	 * `buf` (registered as `mr`), whose completion comes back to read_done(pkt, ...).
 	 * 0 or -FI_E*. */
-	virtual int rx_reg(void *buf, size_t len, verbs::Mr &out) = 0;
-	virtual int rx_read(Pkt *pkt, void *buf, uint32_t len, const verbs::Mr &mr, uint64_t raddr, uint32_t rkey) = 0;
+	virtual int rx_reg(void *buf, size_t len, InternalMr &out) = 0;
+	virtual int rx_read(Pkt *pkt, void *buf, uint32_t len, const InternalMr &mr, uint64_t raddr, uint32_t rkey) = 0;
 	/* Completions: an entry on the receive CQ (dropped when there is none), an error
 	 * entry, and the receive (or remote-write) counter. */
 	virtual void rx_complete(const fi_cq_tagged_entry &e, fi_addr_t src) = 0;

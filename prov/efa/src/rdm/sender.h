@@ -51,7 +51,7 @@ public:
 	virtual void tx_handshake(Peer &p) = 0;
 	/* Read-based messages: the remote key of buf (the application's registration when
 	 * `desc` grants remote read and covers it, else a registration kept in `reg`). */
-	virtual int tx_read_key(void *buf, size_t len, void *desc, verbs::Mr &reg, uint64_t &key) = 0;
+	virtual int tx_read_key(void *buf, size_t len, void *desc, InternalMr &reg, uint64_t &key) = 0;
 	/* Device RMA: whether the local buffers of op can go by device RDMA (descriptors that
 	 * cover them, few enough of them), and posting bytes [off, off + len) of op's iovs
 	 * as one RDMA write or read at (raddr, rkey), whose completion comes back as pkt's. */
