@@ -115,6 +115,13 @@ Test(mr_cache, invalidated_by_free_and_madvise)
 	need_monitor();
 	Dev d;
 	MrCache c(d.pd, true, 16, size_t(1) << 30);
+#if defined(__SANITIZE_ADDRESS__)
+	/* AddressSanitizer's allocator keeps freed blocks in quarantine: free() unmaps
+	 * nothing there. */
+	const bool by_free = false;
+#else
+	const bool by_free = true;
+#endif
 	/* Above glibc's mmap threshold: free() unmaps it (through glibc's own munmap). */
 	const size_t len = 4 << 20;
 	char *blk = static_cast<char *>(malloc(len));
@@ -126,7 +133,9 @@ Test(mr_cache, invalidated_by_free_and_madvise)
 		cr_assert(m.cached());
 	}
 	free(blk);
-	cr_assert_eq(c.stats().invalidations, 1u, "free() of a mapped block invalidated the entry");
+	const uint64_t after_free = by_free ? 1 : 0;
+	if (by_free)
+		cr_assert_eq(c.stats().invalidations, 1u, "free() of a mapped block invalidated the entry");
 
 	void *p = map(1 << 20);
 	{
@@ -134,7 +143,7 @@ Test(mr_cache, invalidated_by_free_and_madvise)
 		cr_assert_eq(c.get(p, 1 << 20, m), 0);
 	}
 	cr_assert_eq(madvise(p, 4096, MADV_DONTNEED), 0);
-	cr_assert_eq(c.stats().invalidations, 2u, "madvise(MADV_DONTNEED) invalidated the entry");
+	cr_assert_eq(c.stats().invalidations, after_free + 1, "madvise(MADV_DONTNEED) invalidated the entry");
 	munmap(p, 1 << 20);
 }
 
