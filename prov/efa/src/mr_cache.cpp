@@ -98,13 +98,10 @@ int MrCache::get(void *buf, size_t len, InternalMr &out)
 	out.reset();
 	const uintptr_t a = reinterpret_cast<uintptr_t>(buf);
 	if (!mon_ || !len) {
-		auto r = verbs::Mr::reg(pd_, buf, len, kAccess);
-		if (!r.ok())
-			return r.error();
-		out.own_ = r.take();
+		const int r = reg_own(buf, len, out);
 		std::lock_guard g(lock_);
-		st_.uncached++;
-		return 0;
+		st_.uncached += !r;
+		return r;
 	}
 	const uintptr_t ps = page_size();
 	uintptr_t start = a & ~(ps - 1);
@@ -154,23 +151,17 @@ int MrCache::get(void *buf, size_t len, InternalMr &out)
 	if (st_.entries + 1 > max_count_ || st_.bytes + (end - start) > max_bytes_ || !mon_->watch(start, end)) {
 		/* Everything cached is in use, or the range cannot be watched (a file mapping,
 		 * another monitor's range): registered for this use only. */
-		auto r = verbs::Mr::reg(pd_, buf, len, kAccess);
-		if (!r.ok())
-			return r.error();
-		out.own_ = r.take();
-		st_.uncached++;
-		return 0;
+		const int ret = reg_own(buf, len, out);
+		st_.uncached += !ret;
+		return ret;
 	}
 	auto r = verbs::Mr::reg(pd_, reinterpret_cast<void *>(start), end - start, kAccess);
 	if (!r.ok()) {
 		/* Pages around the buffer that cannot be registered (a guard page, a hole):
 		 * the buffer alone, uncached. */
-		auto own = verbs::Mr::reg(pd_, buf, len, kAccess);
-		if (!own.ok())
-			return own.error();
-		out.own_ = own.take();
-		st_.uncached++;
-		return 0;
+		const int ret = reg_own(buf, len, out);
+		st_.uncached += !ret;
+		return ret;
 	}
 	auto *e = new MrEntry();
 	e->start = start;
@@ -185,6 +176,15 @@ int MrCache::get(void *buf, size_t len, InternalMr &out)
 	st_.misses++;
 	out.cache_ = this;
 	out.entry_ = e;
+	return 0;
+}
+
+int MrCache::reg_own(void *buf, size_t len, InternalMr &out)
+{
+	auto r = verbs::Mr::reg(pd_, buf, len, kAccess);
+	if (!r.ok())
+		return r.error();
+	out.own_ = r.take();
 	return 0;
 }
 

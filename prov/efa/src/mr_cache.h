@@ -84,6 +84,8 @@ public:
 private:
 	friend class InternalMr;
 	void put(MrEntry *e);
+	/* A registration of [buf, buf + len) for this use only: 0 or its error. */
+	int reg_own(void *buf, size_t len, InternalMr &out);
 	void sync_locked();
 	void invalidate_locked(uintptr_t start, uintptr_t end);
 	/* e leaves the index (and the LRU); unused, it is deregistered and freed. */
