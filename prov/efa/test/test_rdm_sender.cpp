@@ -171,8 +171,8 @@ struct Fixture {
 		TxConfig c;
 		c.mtu = kMtu;
 		c.inject_size = 64;
-		c.max_medium = 4096;
-		c.min_read = 16384;
+		c.max_medium = c.max_medium_foreign = 4096;
+		c.min_read = c.min_read_foreign = 16384;
 		c.credits = 4;
 		c.size = 64;
 		c.max_atomic = 512;

@@ -229,6 +229,11 @@ int Ep::enable()
 	const bool sw = dev.software();
 	max_medium = prm.max_medium_msg_size != kParamUnset ? prm.max_medium_msg_size : sw ? 16384 : 65536;
 	min_read = prm.min_read_msg_size != kParamUnset ? prm.min_read_msg_size : sw ? 16384 : 1048576;
+	/* Toward upstream's provider, upstream's defaults unless set: with a truncating
+	 * receive it sends no EOR for a 64 KiB read-based message (interop matrix, ft_tagged
+	 * -L), a size its own sender never reads. */
+	max_medium_foreign = prm.max_medium_msg_size != kParamUnset ? prm.max_medium_msg_size : 65536;
+	min_read_foreign = prm.min_read_msg_size != kParamUnset ? prm.min_read_msg_size : 1048576;
 	credits = std::max<size_t>(prm.tx_min_credits, 1);
 	rx_window = std::bit_ceil(uint32_t(std::clamp<size_t>(prm.recvwin_size, 16, 1u << 30)));
 	peers.init(dom, av, rx_window, &io);
@@ -297,6 +302,8 @@ int Ep::enable()
 	tc.inject_size = inject_size;
 	tc.max_medium = max_medium;
 	tc.min_read = min_read;
+	tc.max_medium_foreign = max_medium_foreign;
+	tc.min_read_foreign = min_read_foreign;
 	tc.credits = credits;
 	tc.size = info->tx_attr->size;
 	tc.max_atomic = rdm_limits(dev).max_atomic;

@@ -113,6 +113,8 @@ struct Ep : EpBase {
 	size_t inject_size = 0;
 	size_t max_medium = 0;
 	size_t min_read = 0;
+	size_t max_medium_foreign = 0; /* toward peers that are not ours (TxConfig) */
+	size_t min_read_foreign = 0;
 	size_t credits = 0;
 	uint32_t rx_window = 0;
 	uint64_t features = 0;	     /* ours, as the handshake announces them */

@@ -111,9 +111,9 @@ void Sender::post_longcts(TxOp &op, uint16_t flags, size_t room)
 
 /* ------------------------------------------------------------------ LONGREAD */
 
-bool Sender::longread_ok(const Peer &p, uint64_t len, size_t iov_count) const
+bool Sender::longread_ok(const Peer &p, uint64_t len, size_t iov_count, size_t min_read) const
 {
-	return cfg_.use_device_rdma && len && len >= cfg_.min_read && p.hs_got && (cfg_.features & v4::kExtraRdmaRead) &&
+	return cfg_.use_device_rdma && len && len >= min_read && p.hs_got && (cfg_.features & v4::kExtraRdmaRead) &&
 	       (p.features & v4::kExtraRdmaRead) && iov_count <= kMaxRmaIov;
 }
 

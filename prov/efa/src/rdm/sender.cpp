@@ -79,7 +79,12 @@ ssize_t Sender::send(const SendArgs &a)
 	const size_t opt = req_opt_len(!p->hs_got, data);
 	/* FI_RM_DISABLED: no MEDIUM, whose segments could not be refused one by one; a
 	 * message beyond one packet starts with one REQ (protocol.md section 7). */
-	const SendLimits lim{cfg_.mtu, opt, cfg_.rm_enabled ? cfg_.max_medium : 0, cfg_.min_read, longread_ok(*p, len, a.count)};
+	/* The software device's thresholds between our endpoints; upstream's toward its
+	 * provider, which is what that provider uses itself. */
+	const size_t max_medium = p->ext ? cfg_.max_medium : cfg_.max_medium_foreign;
+	const size_t min_read = p->ext ? cfg_.min_read : cfg_.min_read_foreign;
+	const SendLimits lim{cfg_.mtu, opt, cfg_.rm_enabled ? max_medium : 0, min_read,
+			     longread_ok(*p, len, a.count, min_read)};
 	const size_t medium_seg = medium_segment(lim);
 	Proto proto = select_send(len, lim);
 	size_t npkts = first_burst(len, lim);

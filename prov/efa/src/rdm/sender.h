@@ -73,6 +73,10 @@ struct TxConfig {
 	size_t inject_size = 0;
 	size_t max_medium = 0;	/* FI_EFA_INTER_MAX_MEDIUM_MESSAGE_SIZE */
 	size_t min_read = 0;	/* FI_EFA_INTER_MIN_READ_MESSAGE_SIZE */
+	/* Toward a peer that is not ours (no extension mark in its HANDSHAKE): the same
+	 * unless the device's defaults differ from upstream's, then upstream's (fi_efa(7)). */
+	size_t max_medium_foreign = 0;
+	size_t min_read_foreign = 0;
 	size_t credits = 0;	/* announced in a long-CTS REQ */
 	size_t size = 0;	/* tx_attr->size: operations at once */
 	size_t max_atomic = 0;	/* bytes of one atomic */
@@ -202,7 +206,7 @@ private:
 	void complete(TxOp &op);
 	/* The REQs of a message (pkt_rtm.cpp); LONGREAD: 0, or the registration's error
 	 * (the caller falls back to LONGCTS). */
-	bool longread_ok(const Peer &p, uint64_t len, size_t iov_count) const;
+	bool longread_ok(const Peer &p, uint64_t len, size_t iov_count, size_t min_read) const;
 	/* The mandatory header of a message's REQ of `type` (the untagged, non-DC member of
 	 * its family; tagged and DC twins are chosen from op). */
 	template <typename H> H *rtm(v4::Writer &w, Type type, const TxOp &op, uint16_t flags) const;
