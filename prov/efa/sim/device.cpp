@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -558,6 +559,23 @@ namespace {
 constexpr int kSupportedAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 				 IBV_ACCESS_RELAXED_ORDERING;
 
+/* Whether every page of [addr, addr + len) is mapped (mincore fails with ENOMEM on a
+ * hole), looked at in chunks so that a large range needs no large vector. */
+bool range_mapped(const void *addr, size_t len)
+{
+	static const uintptr_t ps = uintptr_t(sysconf(_SC_PAGESIZE));
+	uintptr_t a = reinterpret_cast<uintptr_t>(addr) & ~(ps - 1);
+	const uintptr_t end = reinterpret_cast<uintptr_t>(addr) + len;
+	unsigned char vec[256];
+	while (a < end) {
+		const size_t n = std::min<uintptr_t>((end - a + ps - 1) / ps, sizeof vec);
+		if (mincore(reinterpret_cast<void *>(a), n * ps, vec) != 0)
+			return false;
+		a += n * ps;
+	}
+	return true;
+}
+
 ibv_mr *reg_mr(ibv_pd *p, void *addr, size_t length, uint64_t iova, unsigned access)
 {
 	if (!p || (!addr && length)) {
@@ -580,6 +598,12 @@ ibv_mr *reg_mr(ibv_pd *p, void *addr, size_t length, uint64_t iova, unsigned acc
 	}
 	if ((access & IBV_ACCESS_REMOTE_WRITE) && !(prof.device_caps & EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE)) {
 		errno = EINVAL;
+		return nullptr;
+	}
+	/* The kernel pins every page of the range: one that is not mapped fails the
+	 * registration with EFAULT (ib_umem_get). */
+	if (length && !range_mapped(addr, length)) {
+		errno = EFAULT;
 		return nullptr;
 	}
 	Pd *pd = reinterpret_cast<Pd *>(p);

@@ -7,6 +7,7 @@
  */
 #include "simtest.h"
 
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -657,6 +658,17 @@ Test(sim_device, mr_keys_and_access)
 	cr_assert_null(ibv_reg_mr(e.pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC));
 	/* dmabuf: no device memory */
 	cr_assert_null(ibv_reg_dmabuf_mr(e.pd, 0, 4096, 0, 3, IBV_ACCESS_LOCAL_WRITE));
+	/* memory that is not mapped cannot be pinned: EFAULT, as the kernel answers */
+	void *gone = mmap(nullptr, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(gone, MAP_FAILED);
+	cr_assert_eq(munmap(static_cast<char *>(gone) + 4096, 4096), 0);
+	errno = 0;
+	cr_assert_null(ibv_reg_mr(e.pd, gone, 3 * 4096, IBV_ACCESS_LOCAL_WRITE));
+	cr_assert_eq(errno, EFAULT);
+	m = ibv_reg_mr(e.pd, gone, 4096, IBV_ACCESS_LOCAL_WRITE);
+	cr_assert_not_null(m, "the mapped page alone registers");
+	ibv_dereg_mr(m);
+	munmap(gone, 3 * 4096);
 	/* a PD with registered memory cannot go */
 	m = ibv_reg_mr(e.pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
 	cr_assert_eq(ibv_dealloc_pd(e.pd), EBUSY);
