@@ -40,8 +40,7 @@ void consume_event(Cq *cq)
 
 ssize_t cq_read_locked(Cq *cq, void *buf, size_t count, fi_addr_t *src)
 {
-	if (cq->armed)
-		consume_event(cq);
+	consume_event(cq);
 	const size_t have = cq->staged_count();
 	if (have < count)
 		cq->progress(count - have);

@@ -116,13 +116,7 @@ int MrCache::get(void *buf, size_t len, InternalMr &out)
 	if (it != index_.begin()) {
 		MrEntry *e = std::prev(it)->second;
 		if (e->start <= a && a + len <= e->end) {
-			if (e->on_lru) {
-				/* unlink from the LRU */
-				(e->prev ? e->prev->next : lru_head_) = e->next;
-				(e->next ? e->next->prev : lru_tail_) = e->prev;
-				e->prev = e->next = nullptr;
-				e->on_lru = false;
-			}
+			lru_unlink(e);
 			if (!e->refs++)
 				st_.in_use++;
 			st_.hits++;
@@ -205,14 +199,19 @@ void MrCache::put(MrEntry *e)
 	e->on_lru = true;
 }
 
+void MrCache::lru_unlink(MrEntry *e)
+{
+	if (!e->on_lru)
+		return;
+	(e->prev ? e->prev->next : lru_head_) = e->next;
+	(e->next ? e->next->prev : lru_tail_) = e->prev;
+	e->prev = e->next = nullptr;
+	e->on_lru = false;
+}
+
 void MrCache::drop_locked(MrEntry *e)
 {
-	if (e->on_lru) {
-		(e->prev ? e->prev->next : lru_head_) = e->next;
-		(e->next ? e->next->prev : lru_tail_) = e->prev;
-		e->prev = e->next = nullptr;
-		e->on_lru = false;
-	}
+	lru_unlink(e);
 	index_.erase(e->start);
 	e->indexed = false;
 	st_.entries--;

@@ -90,6 +90,7 @@ private:
 	void invalidate_locked(uintptr_t start, uintptr_t end);
 	/* e leaves the index (and the LRU); unused, it is deregistered and freed. */
 	void drop_locked(MrEntry *e);
+	void lru_unlink(MrEntry *e); /* if on the LRU */
 
 	const verbs::Pd &pd_;
 	MemMonitor *mon_ = nullptr;

@@ -246,6 +246,15 @@ struct Ep : EpBase {
 	void release_removed();
 	/* Ends every operation waiting on `p` with err (positive FI_E*) and status. */
 	void peer_failed(Peer &p, int err, uint32_t status);
+	/* A packet that will not be delivered ends what it carried: its operation (err,
+	 * status), or an inject's send (counted as failed); a control packet, nothing. */
+	void pkt_lost(TxOp *op, bool inject, int err, uint32_t status)
+	{
+		if (op)
+			tx.pkt_failed(op, err, status);
+		else if (inject)
+			count(kCntrSend, false);
+	}
 	/* The device says `p` is gone: fail its work, mark it dead. */
 	void peer_unresponsive(Peer &p, uint32_t status);
 	/* A packet or an ack came from `p`. */

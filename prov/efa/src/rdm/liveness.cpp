@@ -149,10 +149,7 @@ void Ep::peer_failed(Peer &p, int err, uint32_t status)
 		TxOp *op = pkt->op;
 		const bool inject = pkt->inject;
 		io.put_tx(pkt);
-		if (op)
-			tx.pkt_failed(op, err, status);
-		else if (inject)
-			count(kCntrSend, false);
+		pkt_lost(op, inject, err, status);
 	}
 	/* Nothing to void on a peer that is gone (an EXT_VOID on the device comes back as any
 	 * packet, and goes to the pool; a parked one, len 0, is on neither: it goes now). */

@@ -348,24 +348,23 @@ struct Drops {
 /* Copies between iovecs and a flat buffer at an offset into the iovec space. Returns the
  * bytes copied (short when the iovecs end first). */
 size_t iov_copy(const iovec *iov, size_t count, uint64_t off, uint8_t *buf, size_t len, bool to_iov);
-/* Inline for the common case, one iov that holds the whole range. */
+/* iov_copy, inline for the common case: one iov that holds the whole range. */
+inline size_t iov_copy_inline(const iovec *iov, size_t count, uint64_t off, uint8_t *buf, size_t len, bool to_iov)
+{
+	if (count != 1 || off > iov[0].iov_len || len > iov[0].iov_len - off)
+		return iov_copy(iov, count, off, buf, len, to_iov);
+	uint8_t *at = static_cast<uint8_t *>(iov[0].iov_base) + off;
+	if (len) /* a zero-length iov may have a null base */
+		std::memcpy(to_iov ? at : buf, to_iov ? buf : at, len);
+	return len;
+}
 inline size_t iov_to_buf(const iovec *iov, size_t count, uint64_t off, void *dst, size_t len)
 {
-	if (count == 1 && off <= iov[0].iov_len && len <= iov[0].iov_len - off) {
-		if (len) /* a zero-length iov may have a null base */
-			std::memcpy(dst, static_cast<const uint8_t *>(iov[0].iov_base) + off, len);
-		return len;
-	}
-	return iov_copy(iov, count, off, static_cast<uint8_t *>(dst), len, false);
+	return iov_copy_inline(iov, count, off, static_cast<uint8_t *>(dst), len, false);
 }
 inline size_t buf_to_iov(const iovec *iov, size_t count, uint64_t off, const void *src, size_t len)
 {
-	if (count == 1 && off <= iov[0].iov_len && len <= iov[0].iov_len - off) {
-		if (len)
-			std::memcpy(static_cast<uint8_t *>(iov[0].iov_base) + off, src, len);
-		return len;
-	}
-	return iov_copy(iov, count, off, static_cast<uint8_t *>(const_cast<void *>(src)), len, true);
+	return iov_copy_inline(iov, count, off, static_cast<uint8_t *>(const_cast<void *>(src)), len, true);
 }
 uint64_t iov_total(const iovec *iov, size_t count);
 

@@ -139,12 +139,8 @@ int Ep::post(Pkt *pkt)
 	if ((p.dead && !pkt->probe) || p.released) {
 		/* Control packets owed to a peer that is gone (a CTS, an EOR, a RECEIPT): nobody
 		 * waits for them. An operation's packet fails it. */
-		if (pkt->op) {
-			tx.pkt_failed(pkt->op, p.released ? FI_ECANCELED : FI_EHOSTUNREACH,
-				p.released ? uint32_t(EfaStatus::PEER_REMOVED) : p.down);
-		} else if (pkt->inject) {
-			count(kCntrSend, false);
-		}
+		pkt_lost(pkt->op, pkt->inject, p.released ? FI_ECANCELED : FI_EHOSTUNREACH,
+			 p.released ? uint32_t(EfaStatus::PEER_REMOVED) : p.down);
 		io.put_tx(pkt);
 		return -FI_EHOSTUNREACH;
 	}
@@ -155,10 +151,7 @@ int Ep::post(Pkt *pkt)
 		if (r != -ENOMEM) {
 			EFA_WARN(EpData, "posting a %s packet failed: %s", pkt_type_name(pkt->buf[0]),
 				 fi_strerror(-r));
-			if (pkt->op)
-				tx.pkt_failed(pkt->op, FI_EIO, uint32_t(EfaStatus::POST_FAILED));
-			else if (pkt->inject)
-				count(kCntrSend, false);
+			pkt_lost(pkt->op, pkt->inject, FI_EIO, uint32_t(EfaStatus::POST_FAILED));
 			io.put_tx(pkt);
 			return -FI_EIO;
 		}
@@ -240,14 +233,12 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 		p->void_pkt = nullptr;
 		p->voids.clear();
 	}
-	if (op) {
-		if (p->released)
-			tx.pkt_failed(op, FI_ECANCELED, uint32_t(EfaStatus::PEER_REMOVED));
-		else
-			tx.pkt_failed(op, efa_status_to_fi(status), status);
-	} else if (pkt->inject) {
-		count(kCntrSend, false);
-		EFA_WARN(EpData, "an inject to %s failed: %s", addr_to_string(p->raw).c_str(), efa_status_msg(status));
+	if (op || pkt->inject) {
+		pkt_lost(op, pkt->inject, p->released ? FI_ECANCELED : efa_status_to_fi(status),
+			 p->released ? uint32_t(EfaStatus::PEER_REMOVED) : status);
+		if (!op)
+			EFA_WARN(EpData, "an inject to %s failed: %s", addr_to_string(p->raw).c_str(),
+				 efa_status_msg(status));
 	} else if (pkt->len && pkt->buf[0] != uint8_t(Type::Handshake) && !gone && !p->released) {
 		EFA_WARN(EpData, "a %s packet to %s failed: %s", pkt_type_name(pkt->buf[0]),
 			 addr_to_string(p->raw).c_str(), efa_status_msg(status));

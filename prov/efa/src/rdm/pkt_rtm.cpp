@@ -18,40 +18,39 @@ namespace efa::rdm {
 
 /* ------------------------------------------------------------------ building */
 
+void Sender::send_eager(Pkt *pkt, Peer &p, uint16_t flags, const EagerReq &r)
+{
+	v4::Writer w(pkt->buf, pkt->cap);
+	const Type t = rtm_type(Type::EagerMsgRtm, r.tagged, r.dc);
+	if (r.dc) {
+		v4::DcEagerRtm *h = w.header<v4::DcEagerRtm>(t, flags);
+		h->r.msg_id = r.msg_id;
+		h->send_id = r.send_id;
+	} else {
+		w.header<v4::EagerRtm>(t, flags)->r.msg_id = r.msg_id;
+	}
+	if (r.tagged)
+		w.u64(r.tag);
+	req_opts(w, p, flags, r.data);
+	iov_to_buf(r.iov, r.count, 0, w.reserve(r.len), r.len);
+	pkt->len = uint32_t(w.size());
+	port_.tx_post(pkt);
+}
+
 void Sender::post_eager(TxOp &op, uint16_t flags)
 {
 	Pkt *pkt = tx_pkt(*op.peer, &op);
-	v4::Writer w(pkt->buf, pkt->cap);
-	const bool tagged = op.kind == TxKind::Tagged, dc = op.need_receipt;
-	const Type t = rtm_type(Type::EagerMsgRtm, tagged, dc);
-	if (dc) {
-		v4::DcEagerRtm *h = w.header<v4::DcEagerRtm>(t, flags);
-		h->r.msg_id = op.msg_id;
-		h->send_id = op.id;
-	} else {
-		w.header<v4::EagerRtm>(t, flags)->r.msg_id = op.msg_id;
-	}
-	if (tagged)
-		w.u64(op.tag);
-	req_opts(w, *op.peer, flags, op.data);
-	iov_to_buf(op.iov, op.iov_count, 0, w.reserve(op.len), op.len);
-	pkt->len = uint32_t(w.size());
 	op.sent = op.len;
-	port_.tx_post(pkt);
+	send_eager(pkt, *op.peer, flags,
+		   EagerReq{op.kind == TxKind::Tagged, op.need_receipt, op.msg_id, op.id, op.tag, op.data, op.iov,
+			    op.iov_count, op.len});
 }
 
 void Sender::post_inject(Peer &p, const SendArgs &a, uint64_t len, uint16_t flags)
 {
 	Pkt *pkt = port_.tx_buf(p);
 	pkt->inject = true;
-	v4::Writer w(pkt->buf, pkt->cap);
-	w.header<v4::EagerRtm>(rtm_type(Type::EagerMsgRtm, a.tagged, false), flags)->r.msg_id = p.next_tx_id++;
-	if (a.tagged)
-		w.u64(a.tag);
-	req_opts(w, p, flags, a.data);
-	iov_to_buf(a.iov, a.count, 0, w.reserve(len), len);
-	pkt->len = uint32_t(w.size());
-	port_.tx_post(pkt);
+	send_eager(pkt, p, flags, EagerReq{a.tagged, false, p.next_tx_id++, 0, a.tag, a.data, a.iov, a.count, len});
 }
 
 void Sender::post_medium(TxOp &op, uint16_t flags, size_t seg)

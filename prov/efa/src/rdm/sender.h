@@ -212,6 +212,17 @@ private:
 	template <typename H> H *rtm(v4::Writer &w, Type type, const TxOp &op, uint16_t flags) const;
 	void post_eager(TxOp &op, uint16_t flags);
 	void post_inject(Peer &p, const SendArgs &a, uint64_t len, uint16_t flags);
+	/* What an EAGER REQ carries (with a send_id when it asks for delivery complete). */
+	struct EagerReq {
+		bool tagged, dc;
+		uint32_t msg_id, send_id;
+		uint64_t tag, data;
+		const iovec *iov;
+		size_t count;
+		uint64_t len;
+	};
+	/* Builds the EAGER REQ into pkt (bound for p) and posts it. */
+	void send_eager(Pkt *pkt, Peer &p, uint16_t flags, const EagerReq &r);
 	void post_medium(TxOp &op, uint16_t flags, size_t seg);
 	void post_longcts(TxOp &op, uint16_t flags, size_t room);
 	int longread_send(TxOp &op, uint16_t flags);
