@@ -6,13 +6,16 @@
 #
 #   -p PROV  the libfabric provider for mtl ofi / btl ofi (default efa; "tcp" runs the same
 #            programs over tcp;ofi_rxm, for comparison)
-#   TEST     p2p2 p2p4 p2p2-faults coll2 coll4 osc-rdma osc-pt2pt2 osc-pt2pt4 (default: all)
+#   TEST     p2p2 p2p4 p2p2-faults coll2 coll4 osc-rdma osc-pt2pt2 osc-pt2pt4 p2p4-shm
+#            coll4-shm (default: all)
 #
 # Each run is pml cm + mtl ofi (clients.md 1.4: Debian's openmpi-mca-params.conf disables
 # mtl ofi and btl ofi, so they are named on the command line). One-sided MPI runs twice:
 # osc rdma over btl ofi (MPI_Put, MPI_Get, MPI_Accumulate, MPI_Fetch_and_op; not
 # MPI_Compare_and_swap, which crashes inside Open MPI 4.1.4's mca_btl_ofi_acswap whatever
-# the provider), and osc pt2pt over the MTL (everything, CAS included).
+# the provider), and osc pt2pt over the MTL (everything, CAS included). The -shm runs send
+# between the ranks through libfabric's shm provider (FI_EFA_ENABLE_SHM_TRANSFER=1): each
+# rank's endpoint statistics (info log at close) must show sends and receives through shm.
 #
 # Environment: MPICC, MPIRUN (defaults mpicc, mpirun), EFA_MPI_TIMEOUT (per run, default
 # 300 s), EFA_MPI_ARGS (added to every mpirun). As root it sets OMPI_ALLOW_RUN_AS_ROOT.
@@ -69,6 +72,9 @@ tests() {
 	echo "osc-rdma 2 $(echo "$btl" | tr ' ' +) mpi_osc -nocas"
 	echo "osc-pt2pt2 2 --mca+osc+pt2pt mpi_osc"
 	echo "osc-pt2pt4 4 --mca+osc+pt2pt mpi_osc"
+	shm="-x+FI_EFA_ENABLE_SHM_TRANSFER=1+-x+FI_LOG_LEVEL=info+-x+FI_LOG_PROV=efa+-x+FI_LOG_SUBSYS=ep_ctrl"
+	echo "p2p4-shm 4 $shm mpi_p2p"
+	echo "coll4-shm 4 $shm mpi_coll"
 }
 
 pass=0 fail=0 failed=""
@@ -77,7 +83,7 @@ trap 'rm -rf "$tmp"' EXIT
 tests > "$tmp/list"
 while read -r name np extra prog args; do
 	[ "$names" = "  " ] || case $names in *" $name "*) ;; *) continue ;; esac
-	[ "$prov" != efa ] && [ "$name" = p2p2-faults ] && continue
+	[ "$prov" != efa ] && case $name in p2p2-faults | *-shm) continue ;; esac
 	extra=$(echo "$extra" | sed 's/^-$//' | tr + ' ')
 	# shellcheck disable=SC2086 # word lists
 	set -- $base $mtl $provenv $extra ${EFA_MPI_ARGS:-} -np "$np" --host "localhost:$np" "$out/$prog" $args
@@ -86,8 +92,14 @@ while read -r name np extra prog args; do
 	timeout -k 5 "$limit" "$mpirun" "$@" < /dev/null > "$tmp/out" 2>&1
 	rc=$?
 	secs=$(( $(date +%s) - start ))
-	sed 's/^/  | /' "$tmp/out"
-	if [ $rc = 0 ] && grep -q "all checks passed" "$tmp/out"; then
+	grep -v 'libfabric:' "$tmp/out" | sed 's/^/  | /'
+	shm_ok=1
+	case $name in *-shm)
+		grep ' through shm' "$tmp/out" | sed 's/.*efa endpoint: /  | shm: /'
+		n=$(grep -c ': [1-9][0-9]* sends and [1-9][0-9]* receives .* through shm' "$tmp/out")
+		[ "$n" -ge "$np" ] || { shm_ok=0; echo "  $n of $np ranks sent and received through shm"; } ;;
+	esac
+	if [ $rc = 0 ] && [ $shm_ok = 1 ] && grep -q "all checks passed" "$tmp/out"; then
 		pass=$((pass + 1)); echo "--- PASS: $name ($secs s)"
 	else
 		fail=$((fail + 1)); failed="$failed $name"

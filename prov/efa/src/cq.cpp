@@ -145,6 +145,9 @@ ssize_t cq_sreadfrom(fid_cq *f, void *buf, size_t count, fi_addr_t *src, const v
 				return -FI_EAGAIN;
 			wait_ms = int(left);
 		}
+		/* shm raises no event: look again every millisecond. */
+		if (cq->polled.load(std::memory_order_relaxed) > 0 && (wait_ms < 0 || wait_ms > 1))
+			wait_ms = 1;
 		pollfd p[2] = {{cq->channel.fd(), POLLIN, 0}, {cq->signal_fd, POLLIN, 0}};
 		int r = poll(p, 2, wait_ms);
 		if (r < 0 && errno != EINTR)
@@ -300,6 +303,9 @@ int Cq::trywait()
 		return -FI_EAGAIN;
 	if (!channel)
 		return -FI_EINVAL;
+	/* A same-host (shm) path raises no event: blocking on the fd could miss it. */
+	if (polled.load(std::memory_order_relaxed) > 0)
+		return -FI_EAGAIN;
 	if (!armed) {
 		if (int r = vcq.arm())
 			return r;

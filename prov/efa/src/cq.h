@@ -105,6 +105,9 @@ struct Cq {
 	std::vector<CqUser *> users;
 	bool armed = false;
 	std::atomic<int64_t> slots{0};
+	/* Endpoints on this CQ with a path that raises no event (same-host peers through
+	 * shm): blocking reads poll every millisecond, and fi_trywait says read again. */
+	std::atomic<int> polled{0};
 
 	/* Back-pressure accounting (any thread). */
 	bool reserve()

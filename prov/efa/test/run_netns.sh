@@ -8,6 +8,12 @@
 #      enters that namespace (plm_rsh_agent) instead of ssh. Ranks start at different
 #      times here, so a rank often hears from a peer before it has inserted the peer's
 #      address: this is where the provider's implicit peers are adopted into the AV.
+# Everything runs with same-host peers through shm (FI_EFA_ENABLE_SHM_TRANSFER=1): peers
+# in the other namespace have another device GID, so they keep the device (the veth
+# counters show it), while in the MPI job each rank also has a peer in its own namespace,
+# which shm carries: rank 0's MPI_ANY_SOURCE receives (mpi_p2p) then take messages from
+# both paths at once, next to the directed ones. Every rank's endpoint statistics must
+# show sends and receives through shm.
 # The namespaces have no interface but their loopback and their end of the veth pair, and
 # no route elsewhere, so no packet can leave them. The veth counters must show the
 # traffic went across (at least the bytes the suites move), not over loopback.
@@ -56,6 +62,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/efa_netns.XXXXXX") || exit 1
 export EFA_FT_SERVER_ADDR=$ip_a
 export EFA_FT_SERVER_WRAP="ip netns exec $ns_a env EFASIM_ADDR=$ip_a"
 export EFA_FT_CLIENT_WRAP="ip netns exec $ns_b env EFASIM_ADDR=$ip_b"
+export FI_EFA_ENABLE_SHM_TRANSFER=1
 
 before=$(veth_bytes)
 suites="run_suite.sh run_suite_rdm.sh"
@@ -105,12 +112,20 @@ EOF
 			--mca plm_rsh_agent "$tmp/agent" --mca oob_tcp_if_include "10.231.$n.0/24" \
 			--mca btl_tcp_if_include "10.231.$n.0/24" --mca pml cm --mca mtl ofi \
 			--mca mtl_ofi_provider_include efa -x FI_PROVIDER=efa -x FI_PROVIDER_PATH="@$top/.libs" \
-			-x FI_EFA_SIM=1 -x FI_EFA_SIM_PATH="$top/.libs/libefasim.so" \
+			-x FI_EFA_SIM=1 -x FI_EFA_SIM_PATH="$top/.libs/libefasim.so" -x FI_EFA_ENABLE_SHM_TRANSFER=1 \
+			-x FI_LOG_LEVEL=info -x FI_LOG_PROV=efa -x FI_LOG_SUBSYS=ep_ctrl \
 			"$top/contrib/mpi/$p" < /dev/null > "$tmp/$p.out" 2>&1
 		rc=$?
-		sed 's/^/  | /' "$tmp/$p.out" | tail -12
+		grep -v 'libfabric:' "$tmp/$p.out" | sed 's/^/  | /' | tail -12
 		if [ $rc != 0 ] || ! grep -q "all checks passed on 4 ranks" "$tmp/$p.out"; then
 			echo "FAIL: MPI $p across namespaces (exit $rc)"
+			fail=1
+		fi
+		# each rank's endpoint: sends and receives through shm (its same-namespace peer)
+		shm=$(grep -c ': [1-9][0-9]* sends and [1-9][0-9]* receives .* through shm' "$tmp/$p.out")
+		grep ' through shm' "$tmp/$p.out" | sed 's/.*efa endpoint: /  shm: /'
+		if [ "$shm" -lt 4 ]; then
+			echo "FAIL: MPI $p: $shm of 4 ranks sent and received through shm"
 			fail=1
 		fi
 	done

@@ -324,6 +324,12 @@ int Ep::enable()
 	rc.cts_window = credits * (mtu - kCtsDataHdr);
 	rc.max_read = dev.max_rdma_size();
 	rx.configure(rc);
+	shm = ShmPath::open(*this);
+	if (shm) {
+		scq->polled++;
+		if (rcq != scq)
+			rcq->polled++;
+	}
 	enabling = true;
 	return 0;
 }
@@ -350,6 +356,12 @@ int Ep::close()
 	if (enabled) {
 		detach(&hook); /* takes the CQs' locks: no completion handler runs after this */
 		std::lock_guard g(lock);
+		if (shm) {
+			shm.reset();
+			send_cq()->polled--;
+			if (recv_cq() != send_cq())
+				recv_cq()->polled--;
+		}
 		qp = verbs::Qp(); /* its work is flushed without completions */
 		send_cq()->slots.fetch_add(int64_t(io.tx_count()));
 		recv_cq()->slots.fetch_add(int64_t(io.rx_count()));
@@ -374,6 +386,10 @@ ssize_t Ep::send(const SendArgs &a)
 {
 	if (ssize_t r = check_start(a.tagged ? "fi_tsendmsg" : "fi_sendmsg", a.flags, kSendFlags))
 		return r;
+	if (shm) {
+		if (const fi_addr_t to = shm->route(a.dest); to != FI_ADDR_NOTAVAIL)
+			return shm->send(a, to);
+	}
 	return tx.send(a);
 }
 
@@ -524,6 +540,14 @@ void EpRxPort::rx_error(void *context, uint64_t flags, int err, uint32_t prov_er
 			uint64_t len, uint64_t olen, void *buf, uint64_t data, uint64_t tag)
 {
 	ep_.report_error(ep_.rx_cq, context, flags, err, prov_errno, text, len, olen, buf, data, tag);
+}
+
+int EpRxPort::rx_shm_start(MsgRx &m) { return ep_.shm ? ep_.shm->start(m) : -FI_ENOSYS; }
+
+void EpRxPort::rx_shm_discard(MsgRx &m)
+{
+	if (ep_.shm)
+		ep_.shm->discard(m);
 }
 
 void EpRxPort::rx_count(bool remote_write, bool ok)

@@ -27,6 +27,7 @@
 #include "rdm/pool.h"
 #include "rdm/receiver.h"
 #include "rdm/sender.h"
+#include "rdm/shm.h"
 
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_ext_efa.h>
@@ -86,6 +87,8 @@ public:
 	void rx_error(void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &text,
 		      uint64_t len, uint64_t olen, void *buf, uint64_t data, uint64_t tag) override;
 	void rx_count(bool remote_write, bool ok) override;
+	int rx_shm_start(MsgRx &m) override;
+	void rx_shm_discard(MsgRx &m) override;
 
 private:
 	Ep &ep_;
@@ -141,6 +144,8 @@ struct Ep : EpBase {
 	Sender tx{tx_port, drops};
 	EpRxPort rx_port{*this};
 	Receiver rx{rx_port, drops};
+	/* Same-host peers through shm (shm.h); null when off. After rx: it uses it. */
+	std::unique_ptr<ShmPath> shm;
 
 	/* fi_enable: enable() sets up the QP and packets (endpoint lock held); the caller
 	 * then attaches to the CQs without it, and start() posts the receive buffers. */

@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -195,8 +196,9 @@ struct RxOp : IListNode<RxOp> {
 };
 
 /* How a message's data arrives: in its REQ, in MEDIUM segments, under CTS windows
- * (CTSDATA), or by our RDMA reads of the sender's buffers. */
-enum class RxKind : uint8_t { Eager, Medium, LongCts, LongRead };
+ * (CTSDATA), by our RDMA reads of the sender's buffers, or through libfabric's shm
+ * provider from a same-host peer (shm.h: shm copies it once the message is bound). */
+enum class RxKind : uint8_t { Eager, Medium, LongCts, LongRead, Shm };
 
 struct MsgRx : IListNode<MsgRx> {
 	Peer *peer = nullptr;
@@ -250,6 +252,18 @@ struct MsgRx : IListNode<MsgRx> {
 	bool owes_eor = false;
 	int err = 0;
 	uint32_t prov_errno = 0;
+	/* Shm: shm's entry for the message (fi_peer_rx_entry), until shm is told to copy or
+	 * discard it (shm_sent); the message ends when shm's completion for it is read. One
+	 * that found no receive is copied into our memory at once (pulled, shm.h): then its
+	 * bytes are in shm_buf and a receive takes them as it takes an eager message's. */
+	void *shm = nullptr;
+	bool shm_sent = false;
+	bool len_known = true;	  /* false: a tagged shm message before its completion */
+	bool sink = false;	  /* shm's copy has the truncation sink (shm.h) */
+	bool pull_queued = false; /* waits for a pull slot */
+	bool pulling = false;	  /* shm is copying it into our memory */
+	int8_t slot = -1;	  /* the pull slot it is copied into, if any */
+	std::unique_ptr<uint8_t[]> shm_buf;
 	MsgLink plink; /* on peer->msgs until finished */
 	MsgLink alink; /* MEDIUM: on peer->active until finished */
 };

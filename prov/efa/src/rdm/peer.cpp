@@ -253,6 +253,8 @@ void Ep::progress()
 	if (!enabled)
 		return;
 	sync_removed();
+	if (shm)
+		shm->progress();
 	/* No clock read while nothing waits (an idle endpoint polling its CQ). */
 	if (probe_ns && (tx.busy() || rx.busy())) {
 		const uint64_t now = now_ns();

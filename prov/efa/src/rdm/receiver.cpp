@@ -216,6 +216,12 @@ void Receiver::advance(MsgRx *m)
 {
 	if (m->claimed)
 		return;
+	if (m->kind == RxKind::Shm) {
+		/* Pulled: its bytes are ours; being pulled: the pull's end delivers it. */
+		if (m->bound && !m->shm_sent && !m->pulling)
+			m->shm_buf || m->err ? shm_deliver(*m) : shm_start(*m);
+		return;
+	}
 	if (m->kind == RxKind::LongRead) {
 		/* The data moves by RDMA read once the message has a buffer; a runting one's
 		 * first bytes come in packets too, and may arrive after the reads are done. */
@@ -256,7 +262,8 @@ void Receiver::complete(MsgRx &m)
 		 * was removed from the AV before it was whole (liveness.cpp). */
 		char text[kMaxErrData];
 		snprintf(text, sizeof text, "a message of %lu bytes from %s failed after %lu bytes: %s",
-			 (unsigned long)m.msg_len, addr_to_string(m.peer->raw).c_str(), (unsigned long)m.received,
+			 (unsigned long)m.msg_len, m.peer ? addr_to_string(m.peer->raw).c_str() : "a same-host peer (shm)",
+			 (unsigned long)m.received,
 			 m.prov_errno ? efa_status_msg(m.prov_errno) : fi_strerror(m.err));
 		if (m.write) {
 			port_.rx_count(true, false);
@@ -512,6 +519,81 @@ void Receiver::read_done(Pkt *pkt, bool ok, uint32_t status)
 	if (m.rd_done < m.rd_posted || (m.rd_posted < read_len(m) && !m.err))
 		return;
 	read_end(m);
+}
+
+/* ------------------------------------------------------------------ same-host messages */
+
+MsgRx *Receiver::shm_arrival(bool tagged, fi_addr_t src, uint64_t tag, uint64_t len, bool len_known, void *entry)
+{
+	MsgRx *m = msgs_.get();
+	if (!m)
+		return nullptr;
+	m->kind = RxKind::Shm;
+	m->tagged = tagged;
+	m->src = src;
+	m->tag = tag;
+	m->msg_len = len;
+	m->len_known = len_known;
+	m->shm = entry;
+	if (RxOp *r = match_.find_posted(tagged, src, tag)) {
+		/* shm copies it as soon as we return: nothing to start later. */
+		m->shm_sent = true;
+		if (!r->multi)
+			match_.unpost(tagged, r);
+		else if (!len_known)
+			m->msg_len = r->cap - r->used; /* a tagged slice: what is left */
+		bind(*m, r);
+	}
+	return m;
+}
+
+void Receiver::shm_start(MsgRx &m)
+{
+	m.shm_sent = true;
+	if (m.discard) {
+		port_.rx_shm_discard(m);
+		finish(&m);
+		return;
+	}
+	if (int r = port_.rx_shm_start(m)) {
+		m.err = -r;
+		finish(&m);
+	}
+}
+
+void Receiver::shm_pulled(MsgRx &m, uint64_t len, uint64_t data, bool has_data, int err)
+{
+	m.pulling = false;
+	m.msg_len = len;
+	m.len_known = true;
+	m.data = data;
+	m.has_data = has_data;
+	if (err)
+		m.err = err;
+	if (m.bound && !m.shm_sent)
+		shm_deliver(m);
+}
+
+void Receiver::shm_deliver(MsgRx &m)
+{
+	m.shm_sent = true;
+	if (!m.err && !m.discard && m.shm_buf)
+		buf_to_iov(m.dst, m.dst_count, 0, m.shm_buf.get(), std::min(m.msg_len, m.cap));
+	m.received = m.msg_len;
+	m.shm_buf.reset();
+	finish(&m);
+}
+
+void Receiver::shm_done(MsgRx &m, uint64_t len, uint64_t olen, uint64_t data, bool has_data, int err)
+{
+	m.msg_len = len + olen;
+	m.len_known = true;
+	m.received = m.msg_len;
+	m.data = data;
+	m.has_data = has_data;
+	if (err && err != FI_ETRUNC)
+		m.err = err;
+	finish(&m);
 }
 
 } // namespace efa::rdm

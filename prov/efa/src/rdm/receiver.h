@@ -58,6 +58,11 @@ public:
 	virtual void rx_error(void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &text,
 			      uint64_t len, uint64_t olen, void *buf, uint64_t data, uint64_t tag) = 0;
 	virtual void rx_count(bool remote_write, bool ok) = 0;
+	/* Same-host messages (shm.h): shm copies bound message m into m.dst, or drops a
+	 * discarded one (no completion follows a discard). 0 or -FI_E*. Ports without a
+	 * same-host path never see such a message. */
+	virtual int rx_shm_start(MsgRx &) { return -FI_ENOSYS; }
+	virtual void rx_shm_discard(MsgRx &) {}
 };
 
 /* Fixed at fi_enable. */
@@ -110,6 +115,19 @@ public:
 	/* An RDMA read of a read-based message came back (status `ok`, else `status`). */
 	void read_done(Pkt *pkt, bool ok, uint32_t status);
 
+	/* Same-host messages (shm.h). A message shm announces (its source as an fi_addr of
+	 * ours, its length when shm tells it): matched against the posted receives (then
+	 * bound, and shm copies it at once), or left for the caller to queue with
+	 * shm_queue once shm keeps it (shm_forget when it does not). Null when no message
+	 * entry is free. shm_done: shm's completion (or error) for a message it copied. */
+	MsgRx *shm_arrival(bool tagged, fi_addr_t src, uint64_t tag, uint64_t len, bool len_known, void *entry);
+	void shm_queue(MsgRx &m) { match_.add_unexpected(m.tagged, &m); }
+	void shm_forget(MsgRx &m) { msgs_.put(&m); }
+	void shm_done(MsgRx &m, uint64_t len, uint64_t olen, uint64_t data, bool has_data, int err);
+	/* An unexpected shm message is in our memory now (m.shm_buf, `len` bytes), or its
+	 * copy failed (err): a receive that took it meanwhile completes. */
+	void shm_pulled(MsgRx &m, uint64_t len, uint64_t data, bool has_data, int err);
+
 	/* Peers. An implicit peer got its fi_addr: its unmatched messages come from it. */
 	void adopted(Peer &p);
 	/* p failed (or was removed, `released`): messages from it end with err and status;
@@ -146,6 +164,8 @@ private:
 	void advance(MsgRx *m);
 	void finish(MsgRx *m);
 	void complete(MsgRx &m);
+	void shm_start(MsgRx &m);
+	void shm_deliver(MsgRx &m);
 	void send_owed();
 	void owe(MsgRx &m)
 	{
