@@ -20,7 +20,9 @@
 #                     FI_EFA_SIM_PATH=DIR/.libs/libefasim.so
 #   --bench PATH      the benchmark (default DIR/fabtests/bench/fi_efa_bench)
 #   --efa-fabric L    comma list of our fabrics to run, e.g. efa-direct,efa (default
-#                     efa-direct); the first is the reference of every ratio
+#                     efa-direct); the first is the reference of every ratio. "efa+shm"
+#                     is fabric efa with same-host peers through shm
+#                     (FI_EFA_ENABLE_SHM_TRANSFER=1); the others run with it 0
 #   --rounds N        run every provider N times, interleaved, and keep the best value
 #                     of each measurement (default 1)
 #   --timeout SEC     limit for one provider run (default 300 with --quick, else 900)
@@ -102,10 +104,12 @@ run_one() {
 			echo 3 >"$out.rc"
 			return
 		fi
+		fab=$name shm=0
+		case $name in *+shm) fab=${name%+shm} shm=1 ;; esac
 		# shellcheck disable=SC2086
-		env FI_PROVIDER_PATH="@$top/.libs" FI_EFA_SIM=1 \
+		env FI_PROVIDER_PATH="@$top/.libs" FI_EFA_SIM=1 FI_EFA_ENABLE_SHM_TRANSFER=$shm \
 			FI_EFA_SIM_PATH="$top/.libs/libefasim.so" \
-			$tmo "$bench" -p efa -F "$name" -L "$name" --csv $quick "$@" \
+			$tmo "$bench" -p efa -F "$fab" -L "$name" --csv $quick "$@" \
 			>"$out.csv" 2>"$out.err" </dev/null
 	else
 		dom=

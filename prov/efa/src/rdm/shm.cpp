@@ -614,7 +614,9 @@ void ShmPath::progress()
 		if (pulls_.size() == before)
 			break;
 	}
-	for (;;) {
+	/* Reading the receive CQ ran shm's progress; its transmit CQ holds completions
+	 * only while sends are out. */
+	while (txs_.in_use()) {
 		const ssize_t n = fi_cq_read(tx_cq_, c, 16);
 		if (n > 0) {
 			for (ssize_t i = 0; i < n; i++)
