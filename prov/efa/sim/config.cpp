@@ -120,7 +120,6 @@ Config load()
 	c.ack_delay_us = 50;
 	c.ack_every = 16;
 	c.poll_grace_us = 200;
-	c.doorbell = true;
 	c.max_peers = 65536;
 	c.seed = 1;
 	c.log_level = parse_log_level(getenv("EFASIM_LOG"));
@@ -166,9 +165,6 @@ Config load()
 	uint64_t stats = 0;
 	if (parse_u64("EFASIM_STATS", 0, 1, stats, err))
 		c.stats_dump = stats != 0;
-	uint64_t bell = 1;
-	if (parse_u64("EFASIM_DOORBELL", 0, 1, bell, err))
-		c.doorbell = bell != 0;
 
 	/* The in-flight ring is indexed by seq & (window - 1). */
 	uint32_t w = 4;

@@ -464,9 +464,6 @@ Qp *create_srd_qp(ibv_context *c, ibv_qp_init_attr_ex *attr, const efadv_qp_init
 	qp->qpn = qpn;
 	qp->gen = next_qp_gen();
 	qp->fd = fd;
-	qp->port = uint16_t(rt->port_base + qpn);
-	qp->bell_seen = UINT64_MAX; /* the first poll reads the socket */
-	qp->bell_read_ns = 0;
 	qp->sl = efa.sl;
 	qp->efa_flags = efa.flags;
 	qp->dv_wr_flags = efa.wr_flags;

@@ -15,13 +15,10 @@
 #include "sim.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -331,64 +328,6 @@ void Runtime::engine_main()
 	}
 }
 
-/*
- * Doorbells. Reading an empty socket is a system call, where a NIC's completion queue is
- * a memory read; an application polling a QP that nothing was sent to would spend most of
- * its time there. So every sender, after handing a datagram to the kernel, counts it on
- * the doorbell of the destination port: one 64-bit counter per UDP port, in a file of this
- * user's in /dev/shm shared by every process of the software device. A polling thread
- * reads the socket only when its QP's counter moved since its last read (loopback has
- * queued the datagram at the socket by the time sendmsg returns), and at least every
- * kBellMaxQuietNs in any case: datagrams the kernel delivers later (a veth pair between
- * network namespaces may defer to softirq), from another user, or while counters of two
- * namespaces' equal ports share a slot (only extra reads). The engine thread, woken by
- * epoll, always reads. Nothing the device does depends on a doorbell but when a poll
- * looks; EFASIM_DOORBELL=0 reads on every poll.
- */
-namespace {
-
-constexpr uint64_t kBellMaxQuietNs = 50000;
-
-std::atomic<uint64_t> *bells()
-{
-	static std::atomic<uint64_t> *const b = []() -> std::atomic<uint64_t> * {
-		if (!config().doorbell)
-			return nullptr;
-		const std::string name = "/efasim-doorbells-" + std::to_string(getuid());
-		const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-		if (fd < 0)
-			return nullptr;
-		const size_t len = 65536 * sizeof(uint64_t);
-		struct stat st {};
-		void *p = MAP_FAILED;
-		if (fstat(fd, &st) == 0 && (size_t(st.st_size) >= len || ftruncate(fd, off_t(len)) == 0))
-			p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		close(fd);
-		return p == MAP_FAILED ? nullptr : static_cast<std::atomic<uint64_t> *>(p);
-	}();
-	return b;
-}
-
-void ring(const sockaddr_in &to)
-{
-	if (std::atomic<uint64_t> *b = bells())
-		b[ntohs(to.sin_port)].fetch_add(1, std::memory_order_release);
-}
-
-} // namespace
-
-void Runtime::poll_drain(Qp *qp, uint64_t now)
-{
-	if (std::atomic<uint64_t> *b = bells()) {
-		const uint64_t v = b[qp->port].load(std::memory_order_acquire);
-		if (v == qp->bell_seen && now - qp->bell_read_ns < kBellMaxQuietNs)
-			return;
-		qp->bell_seen = v; /* read before the socket: a later ring is seen next time */
-		qp->bell_read_ns = now;
-	}
-	drain(qp);
-}
-
 void Runtime::drain(Qp *qp)
 {
 	const Config &c = config();
@@ -461,11 +400,11 @@ void Runtime::progress_cq(Cq *cq)
 		cq->overflow.pop_front();
 		cq->head.store(h + 1, std::memory_order_release);
 	}
-	uint64_t now = now_ns();
 	for (Qp *qp : cq->qps)
 		if (!qp->destroying)
-			poll_drain(qp, now);
-	if (next_deadline != UINT64_MAX && (now = now_ns()) >= next_deadline)
+			drain(qp);
+	uint64_t now = now_ns();
+	if (now >= next_deadline)
 		run_timers(now);
 }
 
@@ -555,9 +494,9 @@ void Runtime::xmit(Qp *qp, const sockaddr_in &to, const iovec *iov, int iovcnt)
 		m.msg_iov = const_cast<iovec *>(iov);
 		m.msg_iovlen = size_t(iovcnt);
 		/* A full socket buffer or an ICMP error is loss: retransmission recovers it. */
-		if (sendmsg(qp->fd, &m, MSG_DONTWAIT) >= 0)
-			ring(to);
-		return; /* a full socket buffer or an ICMP error is loss */
+		ssize_t r = sendmsg(qp->fd, &m, MSG_DONTWAIT);
+		(void)r;
+		return;
 	}
 
 	const Config &c = config();
@@ -615,9 +554,9 @@ void Runtime::flush_held(uint64_t now, bool force)
 			++it;
 			continue;
 		}
-		if (sendto(it->fd, it->bytes.data(), it->bytes.size(), MSG_DONTWAIT,
-			   reinterpret_cast<const sockaddr *>(&it->to), sizeof it->to) >= 0)
-			ring(it->to);
+		ssize_t r = sendto(it->fd, it->bytes.data(), it->bytes.size(), MSG_DONTWAIT,
+				   reinterpret_cast<const sockaddr *>(&it->to), sizeof it->to);
+		(void)r;
 		it = held.erase(it);
 	}
 }

@@ -167,7 +167,6 @@ struct Config {
 	uint32_t delay_us;
 	uint64_t seed;
 	bool stats_dump;
-	bool doorbell; /* EFASIM_DOORBELL: polls skip a socket no sender rang (runtime.cpp) */
 	int log_level;
 	std::string error; /* non-empty: a variable was invalid; devices are not offered */
 };
@@ -456,11 +455,6 @@ struct Qp {
 	uint32_t qpn;
 	uint32_t gen; /* unique per QP created in this process */
 	int fd;
-	/* Doorbell (runtime.cpp, "Doorbells"): this QP's UDP port, the count it last drained
-	 * at, and when a poll last read its socket. */
-	uint16_t port;
-	uint64_t bell_seen;
-	uint64_t bell_read_ns;
 	uint32_t qkey;
 	uint8_t sl;
 	uint8_t rnr_retry;
@@ -555,8 +549,6 @@ struct Runtime {
 	void engine_main();
 	void kick();
 	void drain(Qp *qp);           /* Runtime::lock held */
-	/* A polling thread's drain: skipped while qp's doorbell has not rung (Runtime::lock). */
-	void poll_drain(Qp *qp, uint64_t now);
 	void progress_cq(Cq *cq);      /* takes Runtime::lock */
 	void run_timers(uint64_t now); /* Runtime::lock held */
 	void arm_timer(Peer *p, uint64_t when); /* Runtime::lock held */

@@ -161,9 +161,6 @@ Qp *create_ud_qp(ibv_context *c, ibv_qp_init_attr_ex *attr)
 	qp->qpn = qpn;
 	qp->gen = next_qp_gen();
 	qp->fd = fd;
-	qp->port = uint16_t(rt->port_base + qpn);
-	qp->bell_seen = UINT64_MAX; /* the first poll reads the socket */
-	qp->bell_read_ns = 0;
 	qp->send_ops = has_ex ? attr->send_ops_flags : ud_ops;
 	qp->has_qp_ex = has_ex;
 	qp->driver_srd = false;
