@@ -11,16 +11,18 @@
 # ./configure --enable-sanitize=..., make, and:
 #
 #   address: every Criterion suite, test_threads, the corpus replays,
-#            fabtests/run_peer_failure.sh, fabtests/run_suite.sh (efa-direct) and
-#            fabtests/run_suite_rdm.sh (efa)
+#            fabtests/run_peer_failure.sh, fabtests/run_suite.sh (efa-direct),
+#            fabtests/run_suite_rdm.sh (efa) and fabtests/run_suite_shm.sh (efa, same-host
+#            peers through shm)
 #   thread:  prov/efa/test/test_threads (FI_THREAD_SAFE stress, both fabrics),
-#            fabtests/run_suite.sh ft_msg ft_rma ft_cntr and run_suite_rdm.sh ft_tagged
-#            ft_rdm_rma ft_atomic. No Criterion suite: Criterion's runner cannot start
+#            fabtests/run_suite.sh ft_msg ft_rma ft_cntr, run_suite_rdm.sh ft_tagged
+#            ft_rdm_rma ft_atomic, and ft_tagged ft_unexpected through shm. No Criterion suite: Criterion's runner cannot start
 #            under TSan ("Could not initialize inheritable arena", Criterion issue
 #            #274), which is why test_threads is a plain program.
 #
 # SANITIZE_TESTS (Criterion programs, e.g. "prov/efa/test/test_threads") and
-# SANITIZE_FT / SANITIZE_FT_RDM (fabtests names, "all" or "none") replace a subset.
+# SANITIZE_FT / SANITIZE_FT_RDM / SANITIZE_FT_SHM (fabtests names, "all" or "none") replace
+# a subset.
 # A report makes the program exit non-zero (halt_on_error, exitcode 66 for TSan),
 # which fails its test; so does a test or a fabtests suite that skips (exit 77). libfabric's fi_info (not built here) loads the sanitized
 # provider, so it runs with the runtime preloaded (a wrapper first in PATH).
@@ -106,12 +108,13 @@ test_rdm_reorder test_rdm_match test_rdm_receiver test_rdm_sender test_rdm_v4 te
 # Scripted tests of make check run as they are (peer failure: kill -9 paths under ASan).
 scripts="fabtests/run_peer_failure.sh prov/efa/fuzz/replay_rdm_handshake
 prov/efa/fuzz/replay_rdm_stream prov/efa/fuzz/replay_sim_wire prov/efa/fuzz/replay_v4_pkt"
-ft=all ft_rdm=all
+ft=all ft_rdm=all ft_shm=all
 if [ "$mode" = thread ]; then
 	units="test_threads"
 	scripts=""
 	ft="ft_msg ft_rma ft_cntr"
 	ft_rdm="ft_tagged ft_rdm_rma ft_atomic"
+	ft_shm="ft_tagged ft_unexpected"
 fi
 if [ -n "${SANITIZE_TESTS:-}" ]; then
 	tests=$SANITIZE_TESTS
@@ -122,6 +125,7 @@ else
 fi
 ft=${SANITIZE_FT:-$ft}
 ft_rdm=${SANITIZE_FT_RDM:-$ft_rdm}
+ft_shm=${SANITIZE_FT_SHM:-$ft_shm}
 
 status=0
 step "make check TESTS=\"$tests\""
@@ -165,6 +169,15 @@ run_ft() {
 [ "$ft_rdm" = all ] && ft_rdm=
 run_ft run_suite.sh $ft
 run_ft run_suite_rdm.sh $ft_rdm
+# Same-host peers: the whole shm suite, or a subset of its programs through shm.
+if [ "$ft_shm" = all ]; then
+	run_ft run_suite_shm.sh
+elif [ "$ft_shm" != none ]; then
+	FI_EFA_ENABLE_SHM_TRANSFER=1 EFASIM_PORT_BASE=37000
+	export FI_EFA_ENABLE_SHM_TRANSFER EFASIM_PORT_BASE
+	run_ft run_suite_rdm.sh $ft_shm
+	unset FI_EFA_ENABLE_SHM_TRANSFER EFASIM_PORT_BASE
+fi
 
 # A report that a program printed but that did not change its exit status still fails.
 if grep -l -E 'WARNING: ThreadSanitizer|ERROR: AddressSanitizer|runtime error:' "$log" "$dir"/*.out \

@@ -6,7 +6,6 @@
 #include "mem_monitor.h"
 #include "log.h"
 #include "params.h"
-#include "rdm/shm.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -148,7 +147,6 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 void cleanup()
 {
 	MemMonitor::shutdown();
-	rdm::ShmPath::shutdown();
 	close_devices();
 }
 

@@ -27,10 +27,13 @@ namespace {
  * providers): it lists providers that FI_PROVIDER left out, as FI_PROVIDER=efa does shm. */
 constexpr uint64_t kGetinfoHidden = 1ULL << 60;
 
-/* The process's shm info and fabric, opened by the first endpoint that uses shm. */
+/* The process's shm info and fabric: opened by the first endpoint that uses shm, closed
+ * by the last. Our lock is never held across a call into libfabric: libfabric holds its
+ * own while it calls a provider (fi_getinfo, fi_fini), and the two orders would cross. */
 struct ShmFabric {
 	std::mutex lock;
-	bool tried = false;
+	bool failed = false;
+	int users = 0;
 	fi_info *info = nullptr;
 	fid_fabric *fabric = nullptr;
 };
@@ -41,35 +44,84 @@ ShmFabric &shm_fabric()
 	return f;
 }
 
-/* The shm info and fabric, or null with the reason logged once. */
-fi_info *shm_info(fid_fabric *&fabric)
+/* A reference to the shm info and fabric, or null (the reason logged once). */
+fi_info *shm_acquire(fid_fabric *&fabric)
 {
 	ShmFabric &f = shm_fabric();
-	std::lock_guard g(f.lock);
-	if (!f.tried) {
-		f.tried = true;
-		fi_info *hints = fi_allocinfo();
-		if (!hints)
+	{
+		std::lock_guard g(f.lock);
+		if (f.failed)
 			return nullptr;
-		hints->fabric_attr->prov_name = strdup("shm");
-		hints->ep_attr->type = FI_EP_RDM;
-		hints->caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE;
-		hints->domain_attr->threading = FI_THREAD_DOMAIN; /* under the endpoint's lock */
-		hints->domain_attr->mr_mode = 0;
-		fi_info *info = nullptr;
-		int r = fi_getinfo(fi_version(), nullptr, nullptr, kGetinfoHidden, hints, &info);
-		fi_freeinfo(hints);
-		if (r == 0 && (r = fi_fabric(info->fabric_attr, &f.fabric, nullptr)) != 0) {
-			fi_freeinfo(info);
-			info = nullptr;
+		if (f.info) {
+			f.users++;
+			fabric = f.fabric;
+			return f.info;
 		}
-		if (r)
+	}
+	fi_info *hints = fi_allocinfo();
+	if (!hints)
+		return nullptr;
+	hints->fabric_attr->prov_name = strdup("shm");
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE;
+	hints->domain_attr->threading = FI_THREAD_DOMAIN; /* under the endpoint's lock */
+	hints->domain_attr->mr_mode = 0;
+	fi_info *info = nullptr;
+	fid_fabric *fab = nullptr;
+	int r = fi_getinfo(fi_version(), nullptr, nullptr, kGetinfoHidden, hints, &info);
+	fi_freeinfo(hints);
+	if (r == 0 && (r = fi_fabric(info->fabric_attr, &fab, nullptr)) != 0) {
+		fi_freeinfo(info);
+		info = nullptr;
+	}
+	bool first_failure = false, lost_race = false;
+	{
+		std::lock_guard g(f.lock);
+		if (r) {
+			first_failure = !f.failed;
+			f.failed = true;
+		} else if (f.info) {
+			lost_race = true; /* another endpoint opened it meanwhile */
+			f.users++;
+		} else {
+			f.info = info;
+			f.fabric = fab;
+			f.users = 1;
+		}
+		fabric = f.fabric;
+	}
+	if (r) {
+		if (first_failure)
 			EFA_INFO(EpCtrl, "same-host peers go through the device: libfabric's shm provider is not "
 				 "available (%s); FI_EFA_ENABLE_SHM_TRANSFER=0 silences this", fi_strerror(-r));
-		f.info = info;
+		return nullptr;
 	}
-	fabric = f.fabric;
-	return f.info;
+	if (lost_race) { /* ours is closed; the shared one, referenced above, stays */
+		fi_close(&fab->fid);
+		fi_freeinfo(info);
+		std::lock_guard g(f.lock);
+		return f.info;
+	}
+	return info;
+}
+
+/* Gives the reference back; the last closes the fabric. */
+void shm_release()
+{
+	ShmFabric &f = shm_fabric();
+	fi_info *info = nullptr;
+	fid_fabric *fab = nullptr;
+	{
+		std::lock_guard g(f.lock);
+		if (--f.users == 0) {
+			std::swap(info, f.info);
+			std::swap(fab, f.fabric);
+		}
+	}
+	if (fab)
+		fi_close(&fab->fid);
+	if (info)
+		fi_freeinfo(info);
 }
 
 /* Upstream's shm endpoint name for an address: GID_QPN_QKEY_UID. */
@@ -92,15 +144,6 @@ fi_ops g_srx_fi_ops = {
 	.ops_open = no_ops_open,
 	.tostr = nullptr,
 	.ops_set = nullptr,
-};
-
-fi_ops_srx_owner g_owner_ops = {
-	.size = sizeof(fi_ops_srx_owner),
-	.get_msg = nullptr, /* set below: private members */
-	.get_tag = nullptr,
-	.queue_msg = nullptr,
-	.queue_tag = nullptr,
-	.free_entry = nullptr,
 };
 
 void *const g_null_desc[kMaxRmaIov + 1] = {};
@@ -140,6 +183,15 @@ void sink_release(uint64_t bytes)
 
 } // namespace
 
+fi_ops_srx_owner ShmPath::owner_ops_ = {
+	.size = sizeof(fi_ops_srx_owner),
+	.get_msg = get_msg,
+	.get_tag = get_tag,
+	.queue_msg = queue,
+	.queue_tag = queue,
+	.free_entry = free_entry,
+};
+
 std::unique_ptr<ShmPath> ShmPath::open(Ep &ep)
 {
 	if (!params().enable_shm_transfer)
@@ -168,17 +220,13 @@ int ShmPath::init()
 			 "peer interface and this is %u.%u", FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
 		return -FI_ENOSYS;
 	}
-	fi_info *info = shm_info(fabric);
+	fi_info *info = shm_acquire(fabric);
 	if (!info)
 		return -FI_ENODATA;
-	g_owner_ops.get_msg = get_msg;
-	g_owner_ops.get_tag = get_tag;
-	g_owner_ops.queue_msg = queue;
-	g_owner_ops.queue_tag = queue;
-	g_owner_ops.free_entry = free_entry;
+	holds_fabric_ = true;
 	srx_.srx.ep_fid.fid.fclass = FI_CLASS_SRX_CTX;
 	srx_.srx.ep_fid.fid.ops = &g_srx_fi_ops;
-	srx_.srx.owner_ops = &g_owner_ops;
+	srx_.srx.owner_ops = &owner_ops_;
 	srx_.path = this;
 	inject_size_ = info->tx_attr->inject_size;
 	iov_limit_ = info->rx_attr->iov_limit;
@@ -247,19 +295,8 @@ ShmPath::~ShmPath()
 	for (Slot &sl : slots_)
 		if (sl.base)
 			munmap(sl.base, kSlotSize);
-}
-
-void ShmPath::shutdown()
-{
-	ShmFabric &f = shm_fabric();
-	std::lock_guard g(f.lock);
-	if (f.fabric)
-		fi_close(&f.fabric->fid);
-	if (f.info)
-		fi_freeinfo(f.info);
-	f.fabric = nullptr;
-	f.info = nullptr;
-	f.tried = false;
+	if (holds_fabric_)
+		shm_release();
 }
 
 /* ------------------------------------------------------------------ addresses */

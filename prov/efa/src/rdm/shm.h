@@ -72,8 +72,6 @@ public:
 	void discard(MsgRx &m);
 
 	const ShmStats &stats() const { return stats_; }
-	/* At provider cleanup: the process's shm fabric and info. */
-	static void shutdown();
 
 private:
 	struct Srx {
@@ -108,6 +106,7 @@ private:
 	void rx_completion(MsgRx &m, uint64_t len, uint64_t olen, uint64_t data, bool has_data, int err);
 
 	static Srx *srx_of(fid_peer_srx *s) { return reinterpret_cast<Srx *>(s); }
+	static fi_ops_srx_owner owner_ops_; /* shm's calls into our receive queue */
 	static int get_msg(fid_peer_srx *s, fi_addr_t addr, size_t size, fi_peer_rx_entry **e);
 	static int get_tag(fid_peer_srx *s, fi_addr_t addr, uint64_t tag, fi_peer_rx_entry **e);
 	static int queue(fi_peer_rx_entry *e);
@@ -119,6 +118,7 @@ private:
 	fid_cq *tx_cq_ = nullptr;
 	fid_cq *rx_cq_ = nullptr;
 	fid_ep *ep_shm_ = nullptr;
+	bool holds_fabric_ = false; /* a reference to the process's shm fabric */
 	size_t inject_size_ = 0;
 	size_t iov_limit_ = 0; /* shm's receive iovs */
 	Srx srx_{};
