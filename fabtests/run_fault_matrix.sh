@@ -1,7 +1,10 @@
 #!/bin/sh
 # The fault matrix (prov/efa/docs/reliability.md): both functional suites - efa-direct
 # (run_suite.sh) and the efa fabric's RDM protocol (run_suite_rdm.sh) - under each of
-# the software device's fault settings and older-device profiles, one cell at a time.
+# the software device's fault settings and older-device profiles, one cell at a time;
+# the cell "mixed" also runs the efa fabric with same-host peers through shm
+# (run_suite_shm.sh: messages through shm, RMA, atomics and handshakes through the
+# faulty device).
 # Every program in the suites checks every byte it receives and every completion it
 # expects (a lost, duplicated or corrupted message fails it). The device's statistics
 # (EFASIM_STATS=1) show that the faults were really injected and how often the device
@@ -52,7 +55,9 @@ while IFS='|' read -r cell envs; do
 	if [ "$names" != "  " ]; then
 		case $names in *" $cell "*) ;; *) continue ;; esac
 	fi
-	for suite in run_suite.sh run_suite_rdm.sh; do
+	suites="run_suite.sh run_suite_rdm.sh"
+	[ "$cell" = mixed ] && suites="$suites run_suite_shm.sh"
+	for suite in $suites; do
 		log="$logs/$cell.$suite.log"
 		start=$(date +%s)
 		# shellcheck disable=SC2086 # envs is a list of VAR=value words
@@ -64,7 +69,8 @@ while IFS='|' read -r cell envs; do
 		port=$((port + 500))
 		[ $port -lt 64000 ] || port=56000
 		case $rc in
-		0) res=$(sed -n 's/^=== provider .*: \([0-9]*\) passed, \([0-9]*\) skipped, \([0-9]*\) failed$/PASS \1 (skip \2)/p' "$log" | tail -1) ;;
+		0) res=$(sed -n 's/^=== provider .*: \([0-9]*\) passed, \([0-9]*\) skipped, \([0-9]*\) failed$/\1 \2/p' "$log" |
+			awk '{ p += $1; k += $2 } END { printf "PASS %d (skip %d)", p, k }') ;;
 		77) res=SKIP ;;
 		*) res=FAIL; status=1; keep=1 ;;
 		esac
