@@ -381,6 +381,9 @@ inline size_t buf_to_iov(const iovec *iov, size_t count, uint64_t off, const voi
 	return iov_copy_inline(iov, count, off, static_cast<uint8_t *>(const_cast<void *>(src)), len, true);
 }
 uint64_t iov_total(const iovec *iov, size_t count);
+/* The iovs of a send (at most tx_attr->iov_limit, none missing): -FI_EINVAL with its
+ * warning, else 0 with their bytes in len. */
+ssize_t send_iovs(const SendArgs &a, uint64_t &len);
 
 
 } // namespace efa::rdm

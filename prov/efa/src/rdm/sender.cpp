@@ -29,6 +29,17 @@ uint64_t iov_total(const iovec *iov, size_t count)
 	return n;
 }
 
+ssize_t send_iovs(const SendArgs &a, uint64_t &len)
+{
+	if (a.count > kRdmIovLimit || (a.count && !a.iov)) {
+		EFA_WARN_ONCE(EpData, "%zu iovs: more than tx_attr->iov_limit (%zu); split the send", a.count,
+			      kRdmIovLimit);
+		return -FI_EINVAL;
+	}
+	len = iov_total(a.iov, a.count);
+	return 0;
+}
+
 /* Copies len bytes between buf and the iov list from byte off of the list, either way. */
 size_t iov_copy(const iovec *iov, size_t count, uint64_t off, uint8_t *buf, size_t len, bool to_iov)
 {
@@ -63,12 +74,9 @@ Peer *Sender::call_peer(bool inject, uint64_t len, const char *instead, fi_addr_
 
 ssize_t Sender::send(const SendArgs &a)
 {
-	if (a.count > kRdmIovLimit || (a.count && !a.iov)) {
-		EFA_WARN_ONCE(EpData, "%zu iovs: more than tx_attr->iov_limit (%zu); split the send", a.count,
-			      kRdmIovLimit);
-		return -FI_EINVAL;
-	}
-	const uint64_t len = iov_total(a.iov, a.count);
+	uint64_t len = 0;
+	if (ssize_t r = send_iovs(a, len))
+		return r;
 	const bool inject = a.flags & FI_INJECT;
 	ssize_t err = 0;
 	Peer *p = call_peer(inject, len, "fi_send", a.dest, true, err);

@@ -21,6 +21,8 @@
 
 namespace efa::rdm {
 
+#if EFA_SHM_PATH
+
 namespace {
 
 /* libfabric's flag for a provider's own fi_getinfo (1.17: ofi_getinfo's "hidden"
@@ -333,12 +335,9 @@ void ShmPath::sync()
 
 ssize_t ShmPath::send(const SendArgs &a, fi_addr_t dest)
 {
-	if (a.count > kRdmIovLimit || (a.count && !a.iov)) {
-		EFA_WARN_ONCE(EpData, "%zu iovs: more than tx_attr->iov_limit (%zu); split the send", a.count,
-			      kRdmIovLimit);
-		return -FI_EINVAL;
-	}
-	const uint64_t len = iov_total(a.iov, a.count);
+	uint64_t len = 0;
+	if (ssize_t r = send_iovs(a, len))
+		return r;
 	const bool inject = a.flags & FI_INJECT;
 	if (inject && len > ep_.inject_size) {
 		EFA_WARN_ONCE(EpData, "inject of %lu bytes: more than tx_attr->inject_size (%zu); use fi_send",
@@ -668,5 +667,29 @@ void ShmPath::progress()
 		tx_done(static_cast<TxShm *>(ee.op_context), ee.err < 0 ? -ee.err : ee.err, uint32_t(ee.prov_errno));
 	}
 }
+
+#else /* built against another libfabric than 1.17: no shm path (shm.h) */
+
+std::unique_ptr<ShmPath> ShmPath::open(Ep &)
+{
+	if (params().enable_shm_transfer)
+		EFA_INFO(EpCtrl, "same-host peers go through the device: this provider was built against libfabric "
+			 "%d.%d, and its shm path needs libfabric 1.17's peer interface", FI_MAJOR_VERSION,
+			 FI_MINOR_VERSION);
+	return nullptr;
+}
+
+/* Never reached: open() makes none. */
+ShmPath::~ShmPath() = default;
+int ShmPath::init() { return -FI_ENOSYS; }
+size_t ShmPath::av_count() const { return 0; }
+bool ShmPath::valid(fi_addr_t) const { return false; }
+void ShmPath::sync() {}
+ssize_t ShmPath::send(const SendArgs &, fi_addr_t) { return -FI_ENOSYS; }
+void ShmPath::progress() {}
+int ShmPath::start(MsgRx &) { return -FI_ENOSYS; }
+void ShmPath::discard(MsgRx &) {}
+
+#endif
 
 } // namespace efa::rdm

@@ -27,8 +27,18 @@
 #include "rdm/ops.h"
 #include "rdm/pool.h"
 
+#include <rdma/fabric.h>
 #include <rdma/fi_endpoint.h>
+
+/* The path is built against libfabric 1.17's peer interface (rdma/fi_ext.h); later
+ * versions moved it to rdma/providers/fi_peer.h and changed it (get_tag's arguments, the
+ * rx entry). Built against another version, ShmPath::open says so and returns null. */
+#if FI_MAJOR_VERSION == 1 && FI_MINOR_VERSION == 17
+#define EFA_SHM_PATH 1
 #include <rdma/fi_ext.h>
+#else
+#define EFA_SHM_PATH 0
+#endif
 
 #include <deque>
 #include <memory>
@@ -74,6 +84,7 @@ public:
 	const ShmStats &stats() const { return stats_; }
 
 private:
+#if EFA_SHM_PATH
 	struct Srx {
 		fid_peer_srx srx; /* first: shm's callbacks get it */
 		ShmPath *path;
@@ -82,6 +93,7 @@ private:
 		fi_peer_rx_entry e; /* first: shm hands it back */
 		iovec iov[kMaxRmaIov + 1];
 	};
+#endif
 	struct TxShm {
 		void *context = nullptr;
 		uint64_t flags = 0;
@@ -94,6 +106,7 @@ private:
 	size_t av_count() const;
 	bool valid(fi_addr_t a) const;
 	void sync();
+#if EFA_SHM_PATH
 	int arrival(bool tagged, fi_addr_t addr, uint64_t tag, uint64_t size, bool size_known,
 		    fi_peer_rx_entry **out);
 	void fill(fi_peer_rx_entry &e, MsgRx &m);
@@ -112,6 +125,7 @@ private:
 	static int queue(fi_peer_rx_entry *e);
 	static void free_entry(fi_peer_rx_entry *e);
 
+#endif
 	Ep &ep_;
 	fid_domain *domain_ = nullptr;
 	fid_av *av_ = nullptr;
@@ -121,8 +135,10 @@ private:
 	bool holds_fabric_ = false; /* a reference to the process's shm fabric */
 	size_t inject_size_ = 0;
 	size_t iov_limit_ = 0; /* shm's receive iovs */
+#if EFA_SHM_PATH
 	Srx srx_{};
 	ObjPool<Entry> entries_;
+#endif
 	ObjPool<TxShm> txs_;
 	struct Slot {
 		void *base = nullptr;
