@@ -258,7 +258,6 @@ struct MsgRx : IListNode<MsgRx> {
 	 * bytes are in shm_buf and a receive takes them as it takes an eager message's. */
 	void *shm = nullptr;
 	bool shm_sent = false;
-	bool len_known = true;	  /* false: a tagged shm message before its completion */
 	bool sink = false;	  /* shm's copy has the truncation sink (shm.h) */
 	bool pull_queued = false; /* waits for a pull slot */
 	bool pulling = false;	  /* shm is copying it into our memory */

@@ -523,7 +523,7 @@ void Receiver::read_done(Pkt *pkt, bool ok, uint32_t status)
 
 /* ------------------------------------------------------------------ same-host messages */
 
-MsgRx *Receiver::shm_arrival(bool tagged, fi_addr_t src, uint64_t tag, uint64_t len, bool len_known, void *entry)
+MsgRx *Receiver::shm_arrival(bool tagged, fi_addr_t src, uint64_t tag, uint64_t len, void *entry)
 {
 	MsgRx *m = msgs_.get();
 	if (!m)
@@ -533,14 +533,13 @@ MsgRx *Receiver::shm_arrival(bool tagged, fi_addr_t src, uint64_t tag, uint64_t 
 	m->src = src;
 	m->tag = tag;
 	m->msg_len = len;
-	m->len_known = len_known;
 	m->shm = entry;
 	if (RxOp *r = match_.find_posted(tagged, src, tag)) {
 		/* shm copies it as soon as we return: nothing to start later. */
 		m->shm_sent = true;
 		if (!r->multi)
 			match_.unpost(tagged, r);
-		else if (!len_known)
+		else if (tagged)
 			m->msg_len = r->cap - r->used; /* a tagged slice: what is left */
 		bind(*m, r);
 	}
@@ -561,15 +560,19 @@ void Receiver::shm_start(MsgRx &m)
 	}
 }
 
-void Receiver::shm_pulled(MsgRx &m, uint64_t len, uint64_t data, bool has_data, int err)
+void Receiver::shm_record(MsgRx &m, uint64_t len, uint64_t data, bool has_data, int err)
 {
-	m.pulling = false;
 	m.msg_len = len;
-	m.len_known = true;
 	m.data = data;
 	m.has_data = has_data;
 	if (err)
 		m.err = err;
+}
+
+void Receiver::shm_pulled(MsgRx &m, uint64_t len, uint64_t data, bool has_data, int err)
+{
+	m.pulling = false;
+	shm_record(m, len, data, has_data, err);
 	if (m.bound && !m.shm_sent)
 		shm_deliver(m);
 }
@@ -586,13 +589,9 @@ void Receiver::shm_deliver(MsgRx &m)
 
 void Receiver::shm_done(MsgRx &m, uint64_t len, uint64_t olen, uint64_t data, bool has_data, int err)
 {
-	m.msg_len = len + olen;
-	m.len_known = true;
+	/* Truncation is not an error of the message: complete() tells it from the length. */
+	shm_record(m, len + olen, data, has_data, err == FI_ETRUNC ? 0 : err);
 	m.received = m.msg_len;
-	m.data = data;
-	m.has_data = has_data;
-	if (err && err != FI_ETRUNC)
-		m.err = err;
 	finish(&m);
 }
 

@@ -119,8 +119,10 @@ public:
 	 * ours, its length when shm tells it): matched against the posted receives (then
 	 * bound, and shm copies it at once), or left for the caller to queue with
 	 * shm_queue once shm keeps it (shm_forget when it does not). Null when no message
-	 * entry is free. shm_done: shm's completion (or error) for a message it copied. */
-	MsgRx *shm_arrival(bool tagged, fi_addr_t src, uint64_t tag, uint64_t len, bool len_known, void *entry);
+	 * entry is free. shm_done: shm's completion (or error) for a message it copied.
+	 * libfabric 1.17 tells an untagged message's length on arrival, a tagged one's only
+	 * in its completion (`len` is 0 until then). */
+	MsgRx *shm_arrival(bool tagged, fi_addr_t src, uint64_t tag, uint64_t len, void *entry);
 	void shm_queue(MsgRx &m) { match_.add_unexpected(m.tagged, &m); }
 	void shm_forget(MsgRx &m) { msgs_.put(&m); }
 	void shm_done(MsgRx &m, uint64_t len, uint64_t olen, uint64_t data, bool has_data, int err);
@@ -166,6 +168,8 @@ private:
 	void complete(MsgRx &m);
 	void shm_start(MsgRx &m);
 	void shm_deliver(MsgRx &m);
+	/* What shm's completion of m says. */
+	static void shm_record(MsgRx &m, uint64_t len, uint64_t data, bool has_data, int err);
 	void send_owed();
 	void owe(MsgRx &m)
 	{

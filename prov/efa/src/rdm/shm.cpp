@@ -402,16 +402,16 @@ void ShmPath::tx_done(TxShm *t, int err, uint32_t prov_errno)
 
 int ShmPath::get_msg(fid_peer_srx *s, fi_addr_t addr, size_t size, fi_peer_rx_entry **e)
 {
-	return srx_of(s)->path->arrival(false, addr, 0, size, true, e);
+	return srx_of(s)->path->arrival(false, addr, 0, size, e);
 }
 
 int ShmPath::get_tag(fid_peer_srx *s, fi_addr_t addr, uint64_t tag, fi_peer_rx_entry **e)
 {
 	/* libfabric 1.17 does not pass a tagged message's length. */
-	return srx_of(s)->path->arrival(true, addr, tag, 0, false, e);
+	return srx_of(s)->path->arrival(true, addr, tag, 0, e);
 }
 
-int ShmPath::arrival(bool tagged, fi_addr_t addr, uint64_t tag, uint64_t size, bool size_known, fi_peer_rx_entry **out)
+int ShmPath::arrival(bool tagged, fi_addr_t addr, uint64_t tag, uint64_t size, fi_peer_rx_entry **out)
 {
 	Entry *x = entries_.get();
 	if (!x)
@@ -423,7 +423,7 @@ int ShmPath::arrival(bool tagged, fi_addr_t addr, uint64_t tag, uint64_t size, b
 	e.tag = tag;
 	e.size = size;
 	const fi_addr_t src = addr < from_shm_.size() ? from_shm_[addr] : FI_ADDR_NOTAVAIL;
-	MsgRx *m = ep_.rx.shm_arrival(tagged, src, tag, size, size_known, &e);
+	MsgRx *m = ep_.rx.shm_arrival(tagged, src, tag, size, &e);
 	if (!m) {
 		entries_.put(x);
 		EFA_WARN_ONCE(EpData, "a same-host message found no free message entry; raise rx_attr->size");
@@ -432,7 +432,7 @@ int ShmPath::arrival(bool tagged, fi_addr_t addr, uint64_t tag, uint64_t size, b
 	stats_.recvs++;
 	*out = &e;
 	if (m->bound) {
-		fill(e, *m);
+		m->sink = fill(e, *m, m->dst, m->dst_count, m->tagged || m->msg_len > m->cap);
 		return 0;
 	}
 	e.owner_context = m; /* until bound: queue() and free_entry() find it */
@@ -479,11 +479,10 @@ void ShmPath::run_pulls()
 bool ShmPath::pull(MsgRx &m)
 {
 	auto *e = static_cast<fi_peer_rx_entry *>(m.shm);
-	Entry &x = reinterpret_cast<Entry &>(*e);
-	if (m.len_known) {
+	iovec to;
+	if (!m.tagged) { /* its length is known (Receiver::shm_arrival) */
 		m.shm_buf.reset(new uint8_t[std::max<uint64_t>(m.msg_len, 1)]);
-		x.iov[0] = iovec{m.shm_buf.get(), m.msg_len};
-		e->count = 1;
+		to = iovec{m.shm_buf.get(), m.msg_len};
 	} else {
 		Slot *sl = nullptr;
 		for (Slot &c : slots_)
@@ -495,19 +494,12 @@ bool ShmPath::pull(MsgRx &m)
 			return false;
 		sl->busy = true;
 		m.slot = int8_t(sl - slots_);
-		x.iov[0] = iovec{sl->base, kSlotSize};
-		e->count = 1;
-		if (void *s = sink())
-			x.iov[e->count++] = iovec{s, kSinkSize}; /* beyond the slot: no truncation hang */
+		to = iovec{sl->base, kSlotSize};
 	}
-	e->owner_context = nullptr;
-	m.shm = nullptr;
-	e->iov = x.iov;
-	e->desc = const_cast<void **>(g_null_desc);
-	e->context = &m;
-	e->flags = FI_COMPLETION | FI_RECV | (m.tagged ? FI_TAGGED : FI_MSG);
+	/* A tagged one beyond its slot goes on into the sink: no truncation hang (pull_done). */
+	fill(*e, m, &to, 1, m.tagged);
 	m.pulling = true;
-	if (int r = m.tagged ? srx_.srx.peer_ops->start_tag(e) : srx_.srx.peer_ops->start_msg(e)) {
+	if (int r = copy(*e, m.tagged)) {
 		EFA_WARN(EpData, "shm could not copy an unexpected same-host message: %s", fi_strerror(-r));
 		pull_done(m, 0, 0, false, -r);
 	}
@@ -558,32 +550,39 @@ void ShmPath::free_entry(fi_peer_rx_entry *e)
 	s->path->entries_.put(reinterpret_cast<Entry *>(e));
 }
 
-void ShmPath::fill(fi_peer_rx_entry &e, MsgRx &m)
+bool ShmPath::fill(fi_peer_rx_entry &e, MsgRx &m, const iovec *iov, size_t count, bool with_sink)
 {
 	e.owner_context = nullptr; /* shm's from here: it frees the entry when done */
 	m.shm = nullptr;
 	Entry &x = reinterpret_cast<Entry &>(e);
-	std::copy(m.dst, m.dst + m.dst_count, x.iov);
+	std::copy(iov, iov + count, x.iov);
 	e.iov = x.iov;
-	e.count = m.dst_count;
+	e.count = count;
 	/* One that may not fit takes the sink as its last iov (the top of shm.h). */
-	if ((!m.len_known || m.msg_len > m.cap) && m.dst_count < iov_limit_ && m.dst_count < kMaxRmaIov + 1) {
+	bool sunk = false;
+	if (with_sink && count < iov_limit_ && count < kMaxRmaIov + 1) {
 		if (void *s = sink()) {
 			x.iov[e.count++] = iovec{s, kSinkSize};
-			m.sink = true;
+			sunk = true;
 		}
 	}
 	e.desc = const_cast<void **>(g_null_desc);
 	e.context = &m; /* shm's completion names the message */
 	e.flags = FI_COMPLETION | FI_RECV | (m.tagged ? FI_TAGGED : FI_MSG);
+	return sunk;
+}
+
+int ShmPath::copy(fi_peer_rx_entry &e, bool tagged)
+{
+	return tagged ? srx_.srx.peer_ops->start_tag(&e) : srx_.srx.peer_ops->start_msg(&e);
 }
 
 int ShmPath::start(MsgRx &m)
 {
 	unqueue_pull(m);
 	auto *e = static_cast<fi_peer_rx_entry *>(m.shm);
-	fill(*e, m);
-	return m.tagged ? srx_.srx.peer_ops->start_tag(e) : srx_.srx.peer_ops->start_msg(e);
+	m.sink = fill(*e, m, m.dst, m.dst_count, m.tagged || m.msg_len > m.cap);
+	return copy(*e, m.tagged);
 }
 
 void ShmPath::discard(MsgRx &m)
@@ -630,7 +629,7 @@ void ShmPath::progress()
 				 * lost (shm says neither), at least this much. */
 				len = m.cap;
 				olen = m.sink ? kSinkSize
-					      : (m.len_known && m.msg_len > m.cap ? m.msg_len - m.cap : 0);
+					      : (!m.tagged && m.msg_len > m.cap ? m.msg_len - m.cap : 0);
 				EFA_WARN_ONCE(EpData, "shm truncated a same-host message without saying its length; "
 					      "FI_ETRUNC reports olen %lu (post receives of 3 iovs or fewer)",
 					      (unsigned long)olen);

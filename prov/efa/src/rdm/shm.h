@@ -107,9 +107,12 @@ private:
 	bool valid(fi_addr_t a) const;
 	void sync();
 #if EFA_SHM_PATH
-	int arrival(bool tagged, fi_addr_t addr, uint64_t tag, uint64_t size, bool size_known,
-		    fi_peer_rx_entry **out);
-	void fill(fi_peer_rx_entry &e, MsgRx &m);
+	int arrival(bool tagged, fi_addr_t addr, uint64_t tag, uint64_t size, fi_peer_rx_entry **out);
+	/* Hands m's entry e to shm: the data goes to iov[0..count), then to the sink when
+	 * `with_sink` and an iov is left (true when it was added); the completion names m. */
+	bool fill(fi_peer_rx_entry &e, MsgRx &m, const iovec *iov, size_t count, bool with_sink);
+	/* Tells shm to copy a queued message into what fill() gave it. */
+	int copy(fi_peer_rx_entry &e, bool tagged);
 	void tx_done(TxShm *t, int err, uint32_t prov_errno);
 	/* Pulls (the top of this file). */
 	void run_pulls();
