@@ -5,8 +5,9 @@
 #
 #   fabtests/run_suite_shm.sh
 #
-# 1. That shm carries the traffic: ft_tagged once with the provider's info log, both
-#    sides must report sends and receives through shm ("... through shm" at close).
+# 1. That shm carries the traffic: ft_tagged, ft_rdm_rma and ft_atomic once with the
+#    provider's info log; the endpoints' statistics at close ("... through shm") must
+#    show sends and receives on both sides, RMA and atomics at the initiator.
 # 2. run_suite_rdm.sh's programs, except three that test the device path itself and
 #    cannot go through shm: ft_rdm_rnr and ft_rnr_idle (receiver-not-ready: shm has no
 #    RNR, a full queue just answers -FI_EAGAIN) and ft_unknown_sender (libfabric 1.17's
@@ -33,20 +34,28 @@ export EFASIM_PORT_BASE="${EFASIM_PORT_BASE:-36000}"
 export EFASIM_TIMEOUT_MS="${EFASIM_TIMEOUT_MS:-20000}"
 fail=0
 
-echo "=== shm carries same-host traffic (ft_tagged, info log)"
-out=$("$here/run_pair.sh" FI_LOG_LEVEL=info FI_LOG_PROV=efa FI_LOG_SUBSYS=ep_ctrl "$bin/ft_tagged" -p efa -F efa \
-	< /dev/null 2>&1)
-rc=$?
-lines=$(printf '%s\n' "$out" | grep -c ' sends and [0-9]* receives .* through shm' || true)
-busy=$(printf '%s\n' "$out" | grep -c ': [1-9][0-9]* sends and [1-9][0-9]* receives .* through shm' || true)
-if [ "$rc" -ne 0 ] || [ "$busy" -lt 2 ]; then
-	printf '%s\n' "$out" | grep -v 'libfabric:.*<info> \(variable\|read \)' | tail -40
-	echo "FAIL: shm statistics: $lines endpoint lines, $busy with sends and receives (want both sides), rc $rc"
-	fail=1
-else
-	printf '%s\n' "$out" | grep ' through shm' | sed 's/.*efa endpoint: /  /'
-	echo "PASS: both sides sent and received through shm"
-fi
+# prove TITLE PATTERN WANT PROGRAM ARGS...: runs the pair with the provider's info log;
+# at least WANT endpoints' statistics lines must match PATTERN.
+prove() {
+	title=$1 pattern=$2 want=$3
+	shift 3
+	echo "=== shm carries same-host $title ($(basename "$1"), info log)"
+	out=$("$here/run_pair.sh" FI_LOG_LEVEL=info FI_LOG_PROV=efa FI_LOG_SUBSYS=ep_ctrl "$@" < /dev/null 2>&1)
+	rc=$?
+	busy=$(printf '%s\n' "$out" | grep -c "$pattern" || true)
+	if [ "$rc" -ne 0 ] || [ "$busy" -lt "$want" ]; then
+		printf '%s\n' "$out" | grep -v 'libfabric:.*<info> \(variable\|read \)' | tail -40
+		echo "FAIL: shm statistics: $busy endpoint lines match '$pattern' (want $want), rc $rc"
+		fail=1
+	else
+		printf '%s\n' "$out" | grep ' through shm' | sed 's/.*efa endpoint: /  /'
+		echo "PASS: $title through shm"
+	fi
+}
+
+prove messages ': [1-9][0-9]* sends and [1-9][0-9]* receives .* through shm' 2 "$bin/ft_tagged" -p efa -F efa
+prove RMA ' [1-9][0-9]* RMA and .* through shm' 1 "$bin/ft_rdm_rma" -p efa -F efa
+prove atomics ' [1-9][0-9]* atomics through shm' 1 "$bin/ft_atomic" -p efa -F efa
 
 echo "=== run_suite_rdm.sh with shm"
 EFASIM_PORT_BASE=$((EFASIM_PORT_BASE + 1000)) "$here/run_suite_rdm.sh" ft_tagged ft_unexpected ft_peek \

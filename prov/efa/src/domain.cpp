@@ -67,7 +67,7 @@ int domain_query_atomic(fid_domain *df, fi_datatype dt, fi_op op, fi_atomic_attr
 	Domain *d = fid_to<Domain>(&df->fid);
 	if (!d)
 		return -FI_EINVAL;
-	return d->rdm ? rdm::query_atomic(*d->dev, dt, op, attr, flags) : -FI_EOPNOTSUPP;
+	return d->rdm ? rdm::query_atomic(*d->dev, d->info->caps, dt, op, attr, flags) : -FI_EOPNOTSUPP;
 }
 int no_query_collective(fid_domain *, fi_collective_op, fi_collective_attr *, uint64_t) { return -FI_ENOSYS; }
 

@@ -16,8 +16,23 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace efa {
+
+struct Mr;
+
+/* Another provider's domain that holds a copy of each registration under the same key
+ * (the shm path's, rdm/shm.h), so a peer's RMA finds it whichever path it takes. Called
+ * under Domain::lock. */
+struct MrMirror {
+	/* 0, or -FI_E* (the registration then fails). */
+	virtual int mirror_reg(const Mr &m) = 0;
+	virtual void mirror_dereg(const Mr &m) = 0;
+
+protected:
+	~MrMirror() = default;
+};
 
 struct Domain {
 	fid_domain dom; /* first */
@@ -41,6 +56,7 @@ struct Domain {
 	std::mutex lock;
 	std::unordered_map<std::string, std::unique_ptr<AhRef>> ahs; /* by raw GID */
 	std::unordered_map<uint64_t, struct Mr *> mr_keys;	   /* efa fabric: by key */
+	std::vector<MrMirror *> mr_mirrors;			   /* efa fabric: see MrMirror */
 	/* efa fabric: the registrations it makes for itself (mr_cache.h); created at open,
 	 * destroyed after the PD's last endpoint is gone (before the PD). */
 	std::unique_ptr<MrCache> mr_cache;

@@ -66,7 +66,11 @@
 	X(4165, TARGET_REFUSED, FI_EIO,                                                                     \
 	  "The target refused the emulated RMA or atomic operation; the error code says why (FI_EACCES: key, " \
 	  "range or access not registered there; FI_EINVAL: malformed request; FI_EOPNOTSUPP: operation or " \
-	  "datatype not supported there)")
+	  "datatype not supported there)")                                                                \
+	X(4166, PEER_KEY_REFUSED, FI_EACCES,                                                                \
+	  "A same-host peer has no region with this key, range and access (checked before the operation "  \
+	  "went to shm): pass the key and virtual address of memory it registered with FI_REMOTE_READ / "   \
+	  "FI_REMOTE_WRITE")
 
 namespace efa {
 

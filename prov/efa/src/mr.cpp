@@ -35,6 +35,8 @@ int mr_close(fid_t f)
 		return -ret;
 	{
 		std::lock_guard<std::mutex> g(m->dom->lock);
+		for (MrMirror *x : m->dom->mr_mirrors)
+			x->mirror_dereg(*m);
 		m->dom->mr_keys.erase(m->mr.key);
 	}
 	m->dom->hdr.children--;
@@ -122,6 +124,14 @@ int do_reg(Domain *d, const void *buf, size_t len, uint64_t access, uint64_t off
 	m->mr.key = prov_key ? m->vmr.rkey() : requested_key;
 	if (d->rdm) {
 		std::lock_guard<std::mutex> g(d->lock);
+		for (size_t i = 0; i < d->mr_mirrors.size(); i++) {
+			if (int r = d->mr_mirrors[i]->mirror_reg(*m)) {
+				while (i--)
+					d->mr_mirrors[i]->mirror_dereg(*m);
+				delete m; /* its verbs::Mr deregisters */
+				return r;
+			}
+		}
 		d->mr_keys[m->mr.key] = m;
 	}
 	d->hdr.children++;

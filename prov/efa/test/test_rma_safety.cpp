@@ -11,7 +11,10 @@
  *  - rma_device:   the efa fabric, RDMA by the device (prov_errno: the device's status);
  *  - rma_emulated: the efa fabric with FI_OPT_EFA_USE_DEVICE_RDMA false: WRITE_REQ,
  *                  READ_REQ, ATOMIC_REQ checked by the target's protocol (prov_errno 0);
- *  - rma_direct:   efa-direct (the device's check).
+ *  - rma_direct:   efa-direct (the device's check);
+ *  - rma_shm:      the efa fabric with FI_EFA_ENABLE_SHM_TRANSFER=1: the two endpoints
+ *                  are same-host peers, RMA and atomics go through shm, checked against
+ *                  the target's published keys before shm sees them (prov_errno 4166).
  * Initiator and target are two endpoints of two domains (two protection domains) in
  * one process; reading both CQs drives both (manual progress).
  */
@@ -35,7 +38,7 @@
 
 namespace {
 
-enum class Mode { Device, Emulated, Direct };
+enum class Mode { Device, Emulated, Direct, Shm };
 
 constexpr size_t kPage = 4096;
 constexpr size_t kRegion = 4096; /* the registered part: the middle of three pages */
@@ -124,6 +127,27 @@ ssize_t wait_initiator(fi_cq_data_entry &e, fi_cq_err_entry &err)
 	return 0;
 }
 
+/* Posts with `post` until it is not -FI_EAGAIN (a same-host peer through shm is
+ * connected on the first post), reading both CQs meanwhile; returns its result. Both
+ * CQs' entries read here are counted into done[0] (target), done[1] (initiator). */
+template <typename F> ssize_t post_retry(F post, int *done = nullptr)
+{
+	auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+	ssize_t r;
+	while ((r = post()) == -FI_EAGAIN && std::chrono::steady_clock::now() < end) {
+		fi_cq_data_entry e;
+		ssize_t n = fi_cq_read(g.tgt.cq, &e, 1);
+		cr_assert(n == 1 || n == -FI_EAGAIN, "target CQ: %zd", n);
+		if (done)
+			done[0] += n == 1;
+		n = fi_cq_read(g.ini.cq, &e, 1);
+		cr_assert(n == 1 || n == -FI_EAGAIN, "initiator CQ: %zd", n);
+		if (done)
+			done[1] += n == 1;
+	}
+	return r;
+}
+
 void expect_ok()
 {
 	fi_cq_data_entry e;
@@ -139,6 +163,8 @@ void setup(Mode mode)
 	/* One path: the target's HANDSHAKE reaches the initiator before the target's
 	 * message does, so device RDMA is in use once the warm-up completes. */
 	setenv("EFASIM_PATHS", "1", 1);
+	if (mode == Mode::Shm)
+		setenv("FI_EFA_ENABLE_SHM_TRANSFER", "1", 1);
 	const bool rdm = mode != Mode::Direct;
 	g.info = fitest::getinfo(rdm ? "efa" : "efa-direct", FI_MSG | FI_RMA | (rdm ? FI_ATOMIC : 0));
 	fitest::open_fabric(g.info, &g.fab);
@@ -157,8 +183,11 @@ void setup(Mode mode)
 	/* Warm-up, both ways: each side learns the other (the efa fabric's handshake). */
 	cr_assert_eq(fi_recv(g.tgt.ep, rbuf.data(), rbuf.size(), fi_mr_desc(rmr), FI_ADDR_UNSPEC, nullptr), 0);
 	cr_assert_eq(fi_recv(g.ini.ep, g.local.data() + 512, 64, fi_mr_desc(g.ini.mr), FI_ADDR_UNSPEC, nullptr), 0);
-	cr_assert_eq(fi_send(g.ini.ep, g.local.data(), 8, fi_mr_desc(g.ini.mr), g.ini.peer, nullptr), 0);
-	int tgt_done = 0, ini_done = 0;
+	int done[2] = {};
+	cr_assert_eq(post_retry([] { return fi_send(g.ini.ep, g.local.data(), 8, fi_mr_desc(g.ini.mr), g.ini.peer, nullptr); },
+				done),
+		     0);
+	int tgt_done = done[0], ini_done = done[1];
 	auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
 	bool sent_back = false;
 	while ((tgt_done < 2 || ini_done < 2) && std::chrono::steady_clock::now() < end) {
@@ -166,7 +195,14 @@ void setup(Mode mode)
 		ssize_t n = fi_cq_read(g.tgt.cq, &e, 1);
 		cr_assert(n == 1 || n == -FI_EAGAIN, "warm-up, target: %zd", n);
 		if (n == 1 && (e.flags & FI_RECV) && !sent_back) {
-			cr_assert_eq(fi_send(g.tgt.ep, rbuf.data(), 8, fi_mr_desc(rmr), g.tgt.peer, nullptr), 0);
+			ssize_t r;
+			while ((r = fi_send(g.tgt.ep, rbuf.data(), 8, fi_mr_desc(rmr), g.tgt.peer, nullptr)) == -FI_EAGAIN) {
+				fi_cq_data_entry x;
+				const ssize_t m = fi_cq_read(g.ini.cq, &x, 1);
+				cr_assert(m == 1 || m == -FI_EAGAIN, "warm-up, initiator: %zd", m);
+				ini_done += m == 1;
+			}
+			cr_assert_eq(r, 0);
 			sent_back = true;
 		}
 		tgt_done += n == 1;
@@ -193,6 +229,7 @@ void teardown()
 void setup_device() { setup(Mode::Device); }
 void setup_emulated() { setup(Mode::Emulated); }
 void setup_direct() { setup(Mode::Direct); }
+void setup_shm() { setup(Mode::Shm); }
 
 enum class Op { Write, WriteData, Read, Atomic, FetchAtomic };
 enum class Fault { BeforeStart, PastEnd, WrongKey, RevokedKey, NoAccess };
@@ -264,7 +301,9 @@ void run_case(Op op, Fault fault)
 	ssize_t n = wait_initiator(e, err);
 	cr_assert_eq(n, -FI_EAVAIL, "the operation succeeded");
 	cr_assert_eq(err.err, FI_EACCES, "err %d (%s), prov_errno %d", err.err, fi_strerror(err.err), err.prov_errno);
-	if (g.mode == Mode::Emulated || op == Op::Atomic || op == Op::FetchAtomic)
+	if (g.mode == Mode::Shm)
+		cr_assert_eq(err.prov_errno, 4166, "refused before shm (PEER_KEY_REFUSED), prov_errno %d", err.prov_errno);
+	else if (g.mode == Mode::Emulated || op == Op::Atomic || op == Op::FetchAtomic)
 		cr_assert_eq(err.prov_errno, 4165, "the protocol's check (TARGET_REFUSED), not the device's (prov_errno %d)",
 			     err.prov_errno);
 	else
@@ -297,6 +336,7 @@ void run_case(Op op, Fault fault)
 TestSuite(rma_device, .init = setup_device, .fini = teardown, .timeout = 60);
 TestSuite(rma_emulated, .init = setup_emulated, .fini = teardown, .timeout = 60);
 TestSuite(rma_direct, .init = setup_direct, .fini = teardown, .timeout = 60);
+TestSuite(rma_shm, .init = setup_shm, .fini = teardown, .timeout = 60);
 
 #define CASE(suite, op, fault) \
 	Test(suite, op##_##fault) { run_case(Op::op, Fault::fault); }
@@ -332,6 +372,8 @@ RMA_CASES(rma_device)
 RMA_CASES(rma_emulated)
 ATOMIC_CASES(rma_emulated)
 RMA_CASES(rma_direct)
+RMA_CASES(rma_shm)
+ATOMIC_CASES(rma_shm)
 
 /* A range whose end wraps around the address space is outside every region. */
 static void wrap_case(Op op)
@@ -355,6 +397,8 @@ Test(rma_emulated, Read_wrapping_range) { wrap_case(Op::Read); }
 Test(rma_emulated, Atomic_wrapping_range) { wrap_case(Op::Atomic); }
 Test(rma_device, Write_wrapping_range) { wrap_case(Op::Write); }
 Test(rma_direct, Read_wrapping_range) { wrap_case(Op::Read); }
+Test(rma_shm, Write_wrapping_range) { wrap_case(Op::Write); }
+Test(rma_shm, Atomic_wrapping_range) { wrap_case(Op::Atomic); }
 
 /*
  * A revoked key stays revoked: 100 000 register/close cycles of one region (the device
@@ -406,3 +450,4 @@ static void revoked_keys_case()
 Test(rma_device, revoked_keys_stay_revoked) { revoked_keys_case(); }
 Test(rma_emulated, revoked_keys_stay_revoked) { revoked_keys_case(); }
 Test(rma_direct, revoked_keys_stay_revoked) { revoked_keys_case(); }
+Test(rma_shm, revoked_keys_stay_revoked) { revoked_keys_case(); }

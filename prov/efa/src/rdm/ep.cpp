@@ -4,6 +4,7 @@
 
 #include "info.h"
 #include "rdm/attrs.h"
+#include "rdm/entry.h"
 #include "log.h"
 #include "params.h"
 #include "tclass.h"
@@ -306,7 +307,7 @@ int Ep::enable()
 	tc.min_read_foreign = min_read_foreign;
 	tc.credits = credits;
 	tc.size = info->tx_attr->size;
-	tc.max_atomic = rdm_limits(dev).max_atomic;
+	tc.max_atomic = max_atomic(dev, info->caps);
 	tc.max_rdma = dev.max_rdma_size();
 	tc.features = features;
 	tc.qkey = qkey;

@@ -15,6 +15,7 @@
 #include "rdm/attrs.h"
 #include "log.h"
 #include "rdm/atomic_ops.h"
+#include "rdm/entry.h"
 
 #include <algorithm>
 #include <cstring>
@@ -68,7 +69,7 @@ void Sender::post_device_rma(TxOp &op, bool write)
 	op.done = op.len;
 }
 
-ssize_t Sender::rma(const RmaArgs &a)
+ssize_t Sender::check_rma(const RmaArgs &a, uint64_t &len)
 {
 	if (a.count > kRdmIovLimit || (a.count && !a.iov) || a.rma_count != 1 || !a.rma) {
 		EFA_WARN_ONCE(EpData,
@@ -77,12 +78,20 @@ ssize_t Sender::rma(const RmaArgs &a)
 			      a.count, a.rma_count, kRdmIovLimit);
 		return -FI_EINVAL;
 	}
-	const uint64_t len = iov_total(a.iov, a.count);
+	len = iov_total(a.iov, a.count);
 	if (len > a.rma[0].len) {
 		EFA_WARN_ONCE(EpData, "RMA of %lu bytes to a remote iov of %lu bytes: the remote iov must cover the data",
 			      (unsigned long)len, (unsigned long)a.rma[0].len);
 		return -FI_EINVAL;
 	}
+	return 0;
+}
+
+ssize_t Sender::rma(const RmaArgs &a)
+{
+	uint64_t len = 0;
+	if (ssize_t r = check_rma(a, len))
+		return r;
 	const bool inject = a.flags & FI_INJECT;
 	ssize_t err = 0;
 	Peer *p = call_peer(inject, len, "fi_write", a.dest, false, err);
@@ -138,7 +147,7 @@ ssize_t Sender::rma(const RmaArgs &a)
 
 /* ------------------------------------------------------------------ atomics */
 
-ssize_t Sender::atomic(const AtomicArgs &a)
+ssize_t Sender::check_atomic(const AtomicArgs &a, size_t max_atomic, uint64_t &bytes)
 {
 	if (!atomic_valid(a.kind, a.op, a.dt)) {
 		EFA_WARN_ONCE(EpData, "atomic op %d on datatype %d is not supported: ask fi_atomicvalid / "
@@ -153,10 +162,10 @@ ssize_t Sender::atomic(const AtomicArgs &a)
 		return -FI_EINVAL;
 	}
 	const size_t dts = atomic_datatype_size(a.dt);
-	const uint64_t bytes = uint64_t(a.count) * dts;
+	bytes = uint64_t(a.count) * dts;
 	const bool has_operand = a.op != FI_ATOMIC_READ;
 	const bool compare = a.kind == AtomicKind::Compare;
-	if (bytes > cfg_.max_atomic || a.rma[0].count < a.count) {
+	if (bytes > max_atomic || a.rma[0].count < a.count) {
 		EFA_WARN_ONCE(EpData, "atomic of %zu elements: more than fi_atomicvalid's count or the remote buffer; "
 			      "split it", a.count);
 		return -FI_EINVAL;
@@ -170,6 +179,15 @@ ssize_t Sender::atomic(const AtomicArgs &a)
 	if ((has_operand && ioc_total(a.src, a.src_count) != bytes) || (compare && ioc_total(a.cmp, a.cmp_count) != bytes) ||
 	    (a.kind != AtomicKind::Write && ioc_total(a.res, a.res_count) < bytes))
 		return -FI_EINVAL;
+	return 0;
+}
+
+ssize_t Sender::atomic(const AtomicArgs &a)
+{
+	uint64_t bytes = 0;
+	if (ssize_t r = check_atomic(a, cfg_.max_atomic, bytes))
+		return r;
+	const size_t dts = atomic_datatype_size(a.dt);
 	const bool inject = a.flags & FI_INJECT;
 	ssize_t err = 0;
 	Peer *p = port_.tx_peer(a.dest, true, err);
@@ -214,6 +232,14 @@ ssize_t Ep::rma(const RmaArgs &args)
 		a.flags &= ~uint64_t(FI_INJECT | FI_REMOTE_CQ_DATA);
 	if (ssize_t r = check_start(a.write ? "fi_writemsg" : "fi_readmsg", a.flags, kRmaFlags))
 		return r;
+	if (shm) {
+		if (const fi_addr_t to = shm->route(a.dest); to != FI_ADDR_NOTAVAIL && shm->keys_known(to)) {
+			uint64_t len = 0;
+			if (ssize_t r = Sender::check_rma(a, len))
+				return r;
+			return shm->rma(a, len, to);
+		}
+	}
 	return tx.rma(a);
 }
 
@@ -221,7 +247,23 @@ ssize_t Ep::atomic(const AtomicArgs &a)
 {
 	if (ssize_t r = check_start("fi_atomicmsg", a.flags, kAtomicFlags))
 		return r;
+	if (shm) {
+		/* An atomic shm does not have (long double complex) goes through the device. */
+		const fi_addr_t to = shm->route(a.dest);
+		if (to != FI_ADDR_NOTAVAIL && shm->keys_known(to) && shm->atomic_count(a.kind, a.dt, a.op)) {
+			uint64_t bytes = 0;
+			if (ssize_t r = Sender::check_atomic(a, tx.config().max_atomic, bytes))
+				return r;
+			return shm->atomic(a, to);
+		}
+	}
 	return tx.atomic(a);
+}
+
+size_t max_atomic(const verbs::Device &dev, uint64_t caps)
+{
+	const size_t n = rdm_limits(dev).max_atomic;
+	return ShmPath::wanted(caps) ? std::min(n, ShmPath::kMaxAtomic) : n;
 }
 
 /* ------------------------------------------------------------------ fi_rma / fi_atomic entry points */
@@ -434,7 +476,7 @@ int valid(fid_ep *f, AtomicKind kind, fi_datatype dt, fi_op op, size_t *count)
 		return -FI_EINVAL;
 	if (!atomic_valid(kind, op, dt))
 		return -FI_EOPNOTSUPP;
-	*count = rdm_limits(*ep->dom->dev).max_atomic / atomic_datatype_size(dt);
+	*count = max_atomic(*ep->dom->dev, ep->info->caps) / atomic_datatype_size(dt);
 	return 0;
 }
 
@@ -455,7 +497,8 @@ int at_compwritevalid(fid_ep *f, fi_datatype dt, fi_op op, size_t *count)
 
 } // namespace
 
-int query_atomic(const verbs::Device &dev, fi_datatype dt, fi_op op, fi_atomic_attr *attr, uint64_t flags)
+int query_atomic(const verbs::Device &dev, uint64_t caps, fi_datatype dt, fi_op op, fi_atomic_attr *attr,
+		 uint64_t flags)
 {
 	if (!attr || (flags & ~uint64_t(FI_FETCH_ATOMIC | FI_COMPARE_ATOMIC)) ||
 	    (flags & FI_FETCH_ATOMIC && flags & FI_COMPARE_ATOMIC))
@@ -466,7 +509,7 @@ int query_atomic(const verbs::Device &dev, fi_datatype dt, fi_op op, fi_atomic_a
 	if (!atomic_valid(kind, op, dt))
 		return -FI_EOPNOTSUPP;
 	attr->size = atomic_datatype_size(dt);
-	attr->count = rdm_limits(dev).max_atomic / attr->size;
+	attr->count = max_atomic(dev, caps) / attr->size;
 	return 0;
 }
 

@@ -104,6 +104,10 @@ public:
 	ssize_t send(const SendArgs &a);
 	ssize_t rma(const RmaArgs &a);
 	ssize_t atomic(const AtomicArgs &a);
+	/* Their arguments' checks alone, for the shm path: 0 (with the length in bytes) or
+	 * -FI_EINVAL / -FI_EOPNOTSUPP, logged. */
+	static ssize_t check_rma(const RmaArgs &a, uint64_t &len);
+	static ssize_t check_atomic(const AtomicArgs &a, size_t max_atomic, uint64_t &bytes);
 	/* The responder of an emulated read answers it (READRSP, then CTSDATA under the
 	 * requester's window, from src); false when no operation entry is free. */
 	bool respond_read(Peer &p, uint32_t recv_id, uint64_t len, uint64_t window, const iovec *src, size_t count);

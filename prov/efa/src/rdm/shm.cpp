@@ -7,15 +7,21 @@
 #include "log.h"
 #include "params.h"
 #include "rdm/ep.h"
+#include "efa_errno.h"
 
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 
@@ -65,9 +71,15 @@ fi_info *shm_acquire(fid_fabric *&fabric)
 		return nullptr;
 	hints->fabric_attr->prov_name = strdup("shm");
 	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE;
-	hints->domain_attr->threading = FI_THREAD_DOMAIN; /* under the endpoint's lock */
-	hints->domain_attr->mr_mode = 0;
+	hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_RECV | FI_READ | FI_WRITE |
+		      FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SOURCE;
+	hints->domain_attr->threading = FI_THREAD_DOMAIN; /* each endpoint's: ShmPath::init */
+	/* Our keys (the registrations are mirrored under them) and virtual addresses. */
+	hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR;
+	/* Ordered RMA: shm then checks every remote access against its registrations
+	 * (without ordering it writes straight into the peer's memory, key unchecked). */
+	hints->tx_attr->msg_order = FI_ORDER_SAS | FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_RAS | FI_ORDER_WAR |
+				    FI_ORDER_WAW | FI_ORDER_WAS | FI_ORDER_SAR | FI_ORDER_SAW;
 	fi_info *info = nullptr;
 	fid_fabric *fab = nullptr;
 	int r = fi_getinfo(fi_version(), nullptr, nullptr, kGetinfoHidden, hints, &info);
@@ -183,6 +195,147 @@ void sink_release(uint64_t bytes)
 		madvise(sink(), len, MADV_DONTNEED);
 }
 
+/* The registrations an endpoint mirrored into its shm domain, published for same-host
+ * initiators (shm.h, "Remote keys"): an open-addressed table (linear probing, deletion
+ * by shifting back) in a shared memory file named after the endpoint's shm name.
+ * Written by the target under its domain's lock; read by initiators under the table's
+ * sequence count (odd while written), retried when it moved. */
+constexpr uint32_t kKeyMagic = 0xefa5e702;
+constexpr uint32_t kKeySlots = 8192; /* a power of two */
+constexpr uint32_t kKeyMax = kKeySlots / 4 * 3;
+
+struct KeySlot {
+	uint64_t used; /* 0 or 1 */
+	uint64_t key, addr, len, access;
+};
+
+struct KeyTable {
+	uint32_t magic;
+	uint32_t full;	/* a registration found no room: keys unpublished for good */
+	uint64_t seq;	/* odd while written */
+	uint64_t count; /* keys */
+	KeySlot slot[kKeySlots];
+};
+
+/* Every field is read while another process may write it: atomically, relaxed. */
+template <typename T> T ld(const T &v) { return std::atomic_ref<T>(const_cast<T &>(v)).load(std::memory_order_relaxed); }
+template <typename T> void st(T &v, T x) { std::atomic_ref<T>(v).store(x, std::memory_order_relaxed); }
+
+uint32_t key_hash(uint64_t key) { return uint32_t((key * 0x9e3779b97f4a7c15ULL) >> 40) & (kKeySlots - 1); }
+uint32_t next_slot(uint32_t h) { return (h + 1) & (kKeySlots - 1); }
+
+std::string key_table_name(const std::string &shm_name) { return "/efa_keys_" + shm_name; }
+
+void *map_key_table(const std::string &name, bool create)
+{
+	const int fd = create ? shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600)
+			      : shm_open(name.c_str(), O_RDONLY, 0);
+	if (fd < 0)
+		return nullptr;
+	if (create && ftruncate(fd, sizeof(KeyTable)) != 0) {
+		close(fd);
+		shm_unlink(name.c_str());
+		return nullptr;
+	}
+	struct stat st{};
+	void *p = MAP_FAILED;
+	if (fstat(fd, &st) == 0 && size_t(st.st_size) >= sizeof(KeyTable))
+		p = mmap(nullptr, sizeof(KeyTable), create ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED) {
+		if (create)
+			shm_unlink(name.c_str());
+		return nullptr;
+	}
+	return p;
+}
+
+void write_begin(KeyTable &t)
+{
+	st(t.seq, t.seq + 1);
+	std::atomic_thread_fence(std::memory_order_release);
+}
+
+void write_end(KeyTable &t)
+{
+	std::atomic_thread_fence(std::memory_order_release);
+	st(t.seq, t.seq + 1);
+}
+
+/* The slot holding `key`, or the empty one ending its run. */
+uint32_t key_slot(const KeyTable &t, uint64_t key)
+{
+	uint32_t h = key_hash(key);
+	for (uint32_t i = 0; i < kKeySlots && ld(t.slot[h].used) && ld(t.slot[h].key) != key; i++)
+		h = next_slot(h);
+	return h;
+}
+
+/* Publishes m's key (false: the table is full). */
+bool key_add(KeyTable &t, const Mr &m)
+{
+	if (t.count >= kKeyMax)
+		return false;
+	KeySlot &k = t.slot[key_slot(t, m.mr.key)];
+	write_begin(t);
+	st(k.key, m.mr.key);
+	st(k.addr, uint64_t(m.addr));
+	st(k.len, uint64_t(m.len));
+	st(k.access, m.access);
+	if (!k.used) {
+		st(k.used, uint64_t(1));
+		t.count++;
+	}
+	write_end(t);
+	return true;
+}
+
+/* Unpublishes `key`: its run closes up behind it (no tombstones to fill the table). */
+void key_remove(KeyTable &t, uint64_t key)
+{
+	uint32_t hole = key_slot(t, key);
+	if (!t.slot[hole].used)
+		return;
+	write_begin(t);
+	for (uint32_t j = next_slot(hole); t.slot[j].used; j = next_slot(j)) {
+		/* An entry moves into the hole when its home is not cyclically in (hole, j]. */
+		const uint32_t home = key_hash(t.slot[j].key);
+		const bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+		if (stays)
+			continue;
+		KeySlot &d = t.slot[hole], &e = t.slot[j];
+		st(d.key, e.key);
+		st(d.addr, e.addr);
+		st(d.len, e.len);
+		st(d.access, e.access);
+		hole = j;
+	}
+	st(t.slot[hole].used, uint64_t(0));
+	t.count--;
+	write_end(t);
+}
+
+/* Whether t has `key` covering [addr, +len) with `access` (refusals logged). */
+bool key_check(const KeyTable &t, uint64_t key, uint64_t addr, uint64_t len, uint64_t access)
+{
+	bool ok;
+	uint64_t seq;
+	do {
+		while ((seq = ld(t.seq)) & 1)
+			;
+		std::atomic_thread_fence(std::memory_order_acquire);
+		const KeySlot &k = t.slot[key_slot(t, key)];
+		const uint64_t ka = ld(k.addr), kl = ld(k.len);
+		ok = ld(k.used) && (ld(k.access) & access) == access && addr >= ka && len <= kl && addr - ka <= kl - len;
+		std::atomic_thread_fence(std::memory_order_acquire);
+	} while (ld(t.seq) != seq);
+	if (!ok)
+		EFA_WARN(EpData, "RMA to a same-host peer refused: key %#lx, [%#lx, +%lu) is no region of the peer's, "
+			 "lies outside it or lacks %s", (unsigned long)key, (unsigned long)addr, (unsigned long)len,
+			 access & FI_REMOTE_WRITE ? "FI_REMOTE_WRITE" : "FI_REMOTE_READ");
+	return ok;
+}
+
 } // namespace
 
 fi_ops_srx_owner ShmPath::owner_ops_ = {
@@ -193,6 +346,12 @@ fi_ops_srx_owner ShmPath::owner_ops_ = {
 	.queue_tag = queue,
 	.free_entry = free_entry,
 };
+
+bool ShmPath::wanted(uint64_t caps)
+{
+	return params().enable_shm_transfer && !((caps & FI_REMOTE_COMM) && !(caps & FI_LOCAL_COMM)) &&
+	       fi_version() == FI_VERSION(1, 17);
+}
 
 std::unique_ptr<ShmPath> ShmPath::open(Ep &ep)
 {
@@ -234,6 +393,18 @@ int ShmPath::init()
 	iov_limit_ = info->rx_attr->iov_limit;
 	txs_.set_cap(ep_.info->tx_attr->size);
 
+	/* shm's domain locks as much as the application's threading asks of ours: under
+	 * FI_THREAD_DOMAIN nothing runs beside the endpoint's calls; otherwise a
+	 * registration (mirrored here) may run beside its progress. */
+	std::unique_ptr<fi_info, void (*)(fi_info *)> mine(fi_dupinfo(info), fi_freeinfo);
+	if (!mine)
+		return -FI_ENOMEM;
+	mine->domain_attr->threading =
+		ep_.dom->threading == FI_THREAD_DOMAIN ? FI_THREAD_DOMAIN : FI_THREAD_SAFE;
+	/* Remote addresses are virtual addresses, as ours (1.17's fi_getinfo answers 0,
+	 * offsets into the region, whatever the hints ask). */
+	mine->domain_attr->mr_mode = FI_MR_VIRT_ADDR;
+	info = mine.get();
 	if (int r = fi_domain(fabric, info, &domain_, nullptr))
 		return r;
 	fi_av_attr aa{};
@@ -261,6 +432,17 @@ int ShmPath::init()
 	const std::string name = shm_name(ep_.self_addr());
 	if (int r = fi_setname(&ep_shm_->fid, const_cast<char *>(name.c_str()), name.size() + 1))
 		return r;
+	/* Our registrations for same-host initiators to check (the top of shm.h). A file
+	 * left by a process that died under this name goes first. */
+	keys_name_ = key_table_name(name);
+	keys_ = map_key_table(keys_name_, true);
+	if (!keys_ && errno == EEXIST && shm_unlink(keys_name_.c_str()) == 0)
+		keys_ = map_key_table(keys_name_, true);
+	if (keys_)
+		static_cast<KeyTable *>(keys_)->magic = kKeyMagic;
+	else
+		EFA_INFO(EpCtrl, "same-host peers' RMA and atomics to this endpoint go through the device: its key "
+			 "table %s could not be created (%s)", keys_name_.c_str(), strerror(errno));
 	if (int r = fi_ep_bind(ep_shm_, &srx_.srx.ep_fid.fid, 0))
 		return r;
 	if (int r = fi_ep_bind(ep_shm_, &av_->fid, 0))
@@ -275,17 +457,48 @@ int ShmPath::init()
 		EFA_INFO(EpCtrl, "shm did not take our receive queue (no peer operations)");
 		return -FI_ENOSYS;
 	}
+	if (int r = open_remote_counters())
+		return r;
+	{
+		std::lock_guard g(ep_.dom->lock);
+		for (const auto &[key, mr] : ep_.dom->mr_keys)
+			if (int r = mirror_reg(*mr))
+				return r;
+		ep_.dom->mr_mirrors.push_back(this);
+		mirrors_ = true;
+	}
 	EFA_DBG(EpCtrl, "shm endpoint %s for same-host peers", name.c_str());
 	return 0;
 }
 
 ShmPath::~ShmPath()
 {
-	if (stats_.sends || stats_.recvs)
-		EFA_INFO(EpCtrl, "efa endpoint: %lu sends and %lu receives (%lu unexpected) through shm",
-			 (unsigned long)stats_.sends, (unsigned long)stats_.recvs, (unsigned long)stats_.unexpected);
+	if (stats_.sends || stats_.recvs || stats_.rma || stats_.atomics)
+		EFA_INFO(EpCtrl, "efa endpoint: %lu sends and %lu receives (%lu unexpected), %lu RMA and %lu atomics "
+			 "through shm", (unsigned long)stats_.sends, (unsigned long)stats_.recvs,
+			 (unsigned long)stats_.unexpected, (unsigned long)stats_.rma, (unsigned long)stats_.atomics);
+	{
+		std::lock_guard g(ep_.dom->lock);
+		if (mirrors_) {
+			auto &v = ep_.dom->mr_mirrors;
+			v.erase(std::find(v.begin(), v.end(), static_cast<MrMirror *>(this)));
+		}
+		for (const auto &[mr, copy] : mrs_)
+			fi_close(&copy->fid);
+		mrs_.clear();
+	}
+	if (keys_) {
+		munmap(keys_, sizeof(KeyTable));
+		shm_unlink(keys_name_.c_str());
+	}
+	for (const void *t : peer_keys_)
+		if (t && t != MAP_FAILED)
+			munmap(const_cast<void *>(t), sizeof(KeyTable));
 	if (ep_shm_)
 		fi_close(&ep_shm_->fid);
+	for (fid_cntr *c : rem_cntr_)
+		if (c)
+			fi_close(&c->fid);
 	if (tx_cq_)
 		fi_close(&tx_cq_->fid);
 	if (rx_cq_)
@@ -333,39 +546,60 @@ void ShmPath::sync()
 
 /* ------------------------------------------------------------------ sends */
 
+ShmPath::TxShm *ShmPath::new_tx(void *context, uint64_t op_flags, uint64_t cq_flags, CntrIdx cntr)
+{
+	TxShm *t = txs_.get();
+	if (!t)
+		return nullptr;
+	t->context = context;
+	t->flags = cq_flags;
+	t->cntr = cntr;
+	t->completion = !(op_flags & FI_INJECT) && ep_.tx_completion(op_flags);
+	return t;
+}
+
+uint64_t ShmPath::shm_flags(TxShm &t, uint64_t op_flags, const iovec *&iov, size_t &count, uint64_t len,
+			    iovec &copy)
+{
+	const uint64_t flags =
+		(op_flags & (FI_REMOTE_CQ_DATA | FI_DELIVERY_COMPLETE | FI_TRANSMIT_COMPLETE)) | FI_COMPLETION;
+	if (!(op_flags & FI_INJECT))
+		return flags;
+	if (len <= inject_size_)
+		return flags | FI_INJECT;
+	/* shm takes fewer bytes inline than we promise: our copy stays until it is done. */
+	t.bounce.resize(len);
+	iov_to_buf(iov, count, 0, t.bounce.data(), len);
+	copy = iovec{t.bounce.data(), len};
+	iov = &copy;
+	count = 1;
+	return flags;
+}
+
+ssize_t ShmPath::posted(TxShm *t, ssize_t r)
+{
+	if (r)
+		txs_.put(t);
+	return r;
+}
+
 ssize_t ShmPath::send(const SendArgs &a, fi_addr_t dest)
 {
 	uint64_t len = 0;
 	if (ssize_t r = send_iovs(a, len))
 		return r;
-	const bool inject = a.flags & FI_INJECT;
-	if (inject && len > ep_.inject_size) {
+	if ((a.flags & FI_INJECT) && len > ep_.inject_size) {
 		EFA_WARN_ONCE(EpData, "inject of %lu bytes: more than tx_attr->inject_size (%zu); use fi_send",
 			      (unsigned long)len, ep_.inject_size);
 		return -FI_EMSGSIZE;
 	}
-	TxShm *t = txs_.get();
+	TxShm *t = new_tx(a.context, a.flags, FI_SEND | (a.tagged ? FI_TAGGED : FI_MSG), kCntrSend);
 	if (!t)
 		return -FI_EAGAIN;
-	t->context = a.context;
-	t->flags = FI_SEND | (a.tagged ? FI_TAGGED : FI_MSG);
-	t->completion = !inject && ep_.tx_completion(a.flags);
-	uint64_t flags = (a.flags & (FI_REMOTE_CQ_DATA | FI_DELIVERY_COMPLETE | FI_TRANSMIT_COMPLETE)) | FI_COMPLETION;
 	const iovec *iov = a.iov;
 	size_t count = a.count;
 	iovec copy;
-	if (inject) {
-		if (len <= inject_size_) {
-			flags |= FI_INJECT;
-		} else {
-			/* shm takes fewer bytes inline than we promise: our copy stays until it is done. */
-			t->bounce.resize(len);
-			iov_to_buf(a.iov, a.count, 0, t->bounce.data(), len);
-			copy = iovec{t->bounce.data(), len};
-			iov = &copy;
-			count = 1;
-		}
-	}
+	const uint64_t flags = shm_flags(*t, a.flags, iov, count, len, copy);
 	ssize_t r;
 	if (a.tagged) {
 		const fi_msg_tagged m{iov, const_cast<void **>(g_null_desc), count, dest, a.tag, 0, t, a.data};
@@ -374,21 +608,106 @@ ssize_t ShmPath::send(const SendArgs &a, fi_addr_t dest)
 		const fi_msg m{iov, const_cast<void **>(g_null_desc), count, dest, t, a.data};
 		r = fi_sendmsg(ep_shm_, &m, flags);
 	}
-	if (r) {
-		txs_.put(t);
-		return r;
+	if (!r)
+		stats_.sends++;
+	return posted(t, r);
+}
+
+ssize_t ShmPath::rma(const RmaArgs &a, uint64_t len, fi_addr_t dest)
+{
+	if ((a.flags & FI_INJECT) && len > ep_.inject_size) {
+		EFA_WARN_ONCE(EpData, "inject write of %lu bytes: more than tx_attr->inject_size (%zu); use fi_write",
+			      (unsigned long)len, ep_.inject_size);
+		return -FI_EMSGSIZE;
 	}
-	stats_.sends++;
-	return 0;
+	TxShm *t = new_tx(a.context, a.flags, FI_RMA | (a.write ? FI_WRITE : FI_READ), a.write ? kCntrWrite : kCntrRead);
+	if (!t)
+		return -FI_EAGAIN;
+	const iovec *iov = a.iov;
+	size_t count = a.count;
+	iovec copy;
+	const uint64_t flags = shm_flags(*t, a.flags, iov, count, len, copy);
+	if (!remote_ok(dest, a.rma[0].key, a.rma[0].addr, len, a.write ? FI_REMOTE_WRITE : FI_REMOTE_READ)) {
+		refuse(t);
+		return 0;
+	}
+	/* Our keys are shm's (mirror_reg); remote addresses are virtual addresses on both. */
+	const fi_msg_rma m{iov, const_cast<void **>(g_null_desc), count, dest, a.rma, a.rma_count, t, a.data};
+	const ssize_t r = a.write ? fi_writemsg(ep_shm_, &m, flags) : fi_readmsg(ep_shm_, &m, flags);
+	if (!r)
+		stats_.rma++;
+	return posted(t, r);
+}
+
+size_t ShmPath::atomic_count(AtomicKind kind, fi_datatype dt, fi_op op)
+{
+	size_t n = 0;
+	int r;
+	switch (kind) {
+	case AtomicKind::Write:
+		r = fi_atomicvalid(ep_shm_, dt, op, &n);
+		break;
+	case AtomicKind::Fetch:
+		r = fi_fetch_atomicvalid(ep_shm_, dt, op, &n);
+		break;
+	default:
+		r = fi_compare_atomicvalid(ep_shm_, dt, op, &n);
+		break;
+	}
+	return r ? 0 : n;
+}
+
+ssize_t ShmPath::atomic(const AtomicArgs &a, fi_addr_t dest)
+{
+	const bool write = a.kind == AtomicKind::Write;
+	TxShm *t = new_tx(a.context, a.flags, FI_ATOMIC | (write ? FI_WRITE : FI_READ), write ? kCntrWrite : kCntrRead);
+	if (!t)
+		return -FI_EAGAIN;
+	const uint64_t access = write ? FI_REMOTE_WRITE
+			       : a.op == FI_ATOMIC_READ ? FI_REMOTE_READ
+							: FI_REMOTE_READ | FI_REMOTE_WRITE;
+	if (!remote_ok(dest, a.rma[0].key, a.rma[0].addr, uint64_t(a.count) * atomic_datatype_size(a.dt), access)) {
+		refuse(t);
+		return 0;
+	}
+	/* shm copies the operands into its command as it posts: an inject needs nothing more. */
+	const uint64_t flags = (a.flags & (FI_DELIVERY_COMPLETE | FI_TRANSMIT_COMPLETE)) | FI_COMPLETION;
+	/* FI_ATOMIC_READ has no operand; shm sizes the operation by it, so the results
+	 * stand in (never read). */
+	const bool no_operand = a.op == FI_ATOMIC_READ && !a.src_count;
+	const fi_msg_atomic m{no_operand ? a.res : a.src, const_cast<void **>(g_null_desc),
+			      no_operand ? a.res_count : a.src_count, dest, a.rma, a.rma_count, a.dt, a.op, t, 0};
+	ssize_t r;
+	switch (a.kind) {
+	case AtomicKind::Write:
+		r = fi_atomicmsg(ep_shm_, &m, flags);
+		break;
+	case AtomicKind::Fetch:
+		r = fi_fetch_atomicmsg(ep_shm_, &m, const_cast<fi_ioc *>(a.res), const_cast<void **>(g_null_desc),
+				       a.res_count, flags);
+		break;
+	default:
+		r = fi_compare_atomicmsg(ep_shm_, &m, a.cmp, const_cast<void **>(g_null_desc), a.cmp_count,
+					 const_cast<fi_ioc *>(a.res), const_cast<void **>(g_null_desc), a.res_count,
+					 flags);
+		break;
+	}
+	if (!r)
+		stats_.atomics++;
+	return posted(t, r);
 }
 
 void ShmPath::tx_done(TxShm *t, int err, uint32_t prov_errno)
 {
-	ep_.count(kCntrSend, !err);
+	ep_.count(t->cntr, !err);
 	if (err) {
 		if (t->context || t->completion)
 			ep_.report_error(ep_.tx_cq, t->context, t->flags, err, prov_errno,
-					 std::string("shm send to a same-host peer failed: ") + fi_strerror(err));
+					 std::string("a same-host ") +
+						 (t->flags & FI_ATOMIC ? "atomic"
+						  : t->flags & FI_RMA  ? "RMA"
+								       : "send") +
+						 " through shm failed: " + fi_strerror(err));
 	} else if (t->completion && ep_.tx_cq) {
 		fi_cq_tagged_entry e{};
 		e.op_context = t->context;
@@ -396,6 +715,119 @@ void ShmPath::tx_done(TxShm *t, int err, uint32_t prov_errno)
 		ep_.tx_cq->push(e, FI_ADDR_NOTAVAIL);
 	}
 	txs_.put(t);
+}
+
+/* ------------------------------------------------------------------ registrations, remote events */
+
+const void *ShmPath::peer_keys(fi_addr_t dest)
+{
+	if (dest >= peer_keys_.size())
+		peer_keys_.resize(dest + 1, nullptr);
+	const void *&t = peer_keys_[dest];
+	if (!t) {
+		const fi_addr_t a = dest < from_shm_.size() ? from_shm_[dest] : FI_ADDR_NOTAVAIL;
+		const AvEntry *e = a == FI_ADDR_NOTAVAIL ? nullptr : ep_.av->lookup(a);
+		const void *p = e ? map_key_table(key_table_name(shm_name(e->addr)), false) : nullptr;
+		if (p && static_cast<const KeyTable *>(p)->magic != kKeyMagic) {
+			munmap(const_cast<void *>(p), sizeof(KeyTable));
+			p = nullptr;
+		}
+		t = p ? p : MAP_FAILED;
+	}
+	if (t == MAP_FAILED || ld(static_cast<const KeyTable *>(t)->full))
+		return nullptr;
+	return t;
+}
+
+bool ShmPath::remote_ok(fi_addr_t dest, uint64_t key, uint64_t addr, uint64_t len, uint64_t access)
+{
+	return key_check(*static_cast<const KeyTable *>(peer_keys(dest)), key, addr, len, access);
+}
+
+void ShmPath::refuse(TxShm *t)
+{
+	tx_done(t, FI_EACCES, uint32_t(EfaStatus::PEER_KEY_REFUSED));
+}
+
+int ShmPath::mirror_reg(const Mr &m)
+{
+	const iovec iov{reinterpret_cast<void *>(m.addr), m.len};
+	fi_mr_attr attr{};
+	attr.mr_iov = &iov;
+	attr.iov_count = 1;
+	attr.access = m.access;
+	attr.requested_key = m.mr.key;
+	attr.iface = FI_HMEM_SYSTEM;
+	fid_mr *copy = nullptr;
+	if (int r = fi_mr_regattr(domain_, &attr, 0, &copy)) {
+		EFA_WARN(Mr, "registering key %#lx with shm (for same-host peers) failed: %s",
+			 (unsigned long)m.mr.key, fi_strerror(-r));
+		return r;
+	}
+	mrs_[&m] = copy;
+	if (keys_ && !ld(static_cast<KeyTable *>(keys_)->full) && !key_add(*static_cast<KeyTable *>(keys_), m)) {
+		st(static_cast<KeyTable *>(keys_)->full, 1u);
+		EFA_WARN(Mr, "more than %u registrations: same-host peers' RMA and atomics to this endpoint go "
+			 "through the device from now on", kKeyMax);
+	}
+	return 0;
+}
+
+void ShmPath::mirror_dereg(const Mr &m)
+{
+	auto it = mrs_.find(&m);
+	if (it == mrs_.end())
+		return;
+	/* Unpublished first: an initiator that checks from now on is refused. */
+	if (keys_)
+		key_remove(*static_cast<KeyTable *>(keys_), m.mr.key);
+	fi_close(&it->second->fid);
+	mrs_.erase(it);
+}
+
+int ShmPath::open_remote_counters()
+{
+	static constexpr CntrIdx kIdx[2] = {kCntrRemoteWrite, kCntrRemoteRead};
+	static constexpr uint64_t kBind[2] = {FI_REMOTE_WRITE, FI_REMOTE_READ};
+	for (int i = 0; i < 2; i++) {
+		if (!ep_.cntr[kIdx[i]])
+			continue;
+		fi_cntr_attr ca{};
+		ca.events = FI_CNTR_EVENTS_COMP;
+		if (int r = fi_cntr_open(domain_, &ca, &rem_cntr_[i], nullptr))
+			return r;
+		if (int r = fi_ep_bind(ep_shm_, &rem_cntr_[i]->fid, kBind[i]))
+			return r;
+	}
+	return 0;
+}
+
+void ShmPath::read_remote_counters()
+{
+	static constexpr CntrIdx kIdx[2] = {kCntrRemoteWrite, kCntrRemoteRead};
+	for (int i = 0; i < 2; i++) {
+		if (!rem_cntr_[i])
+			continue;
+		const uint64_t v = fi_cntr_read(rem_cntr_[i]);
+		for (; rem_seen_[i] < v; rem_seen_[i]++)
+			ep_.count(kIdx[i], true);
+	}
+}
+
+void ShmPath::remote_event(const fi_cq_tagged_entry &c, fi_addr_t src, int err)
+{
+	/* A same-host peer's write with CQ data (its count comes from shm's counter). */
+	if (err) {
+		EFA_WARN(EpData, "a same-host peer's RMA into this endpoint failed in shm: %s", fi_strerror(err));
+		ep_.count(kCntrRemoteWrite, false);
+		return;
+	}
+	if (!(c.flags & FI_REMOTE_CQ_DATA) || !ep_.rx_cq)
+		return;
+	fi_cq_tagged_entry e{};
+	e.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
+	e.data = c.data;
+	ep_.rx_cq->push(e, src < from_shm_.size() ? from_shm_[src] : FI_ADDR_NOTAVAIL);
 }
 
 /* ------------------------------------------------------------------ receives */
@@ -605,10 +1037,15 @@ void ShmPath::progress()
 	if (av_count() != scanned_)
 		sync();
 	fi_cq_tagged_entry c[16];
+	fi_addr_t from[16];
 	for (;;) {
-		const ssize_t n = fi_cq_read(rx_cq_, c, 16);
+		const ssize_t n = fi_cq_readfrom(rx_cq_, c, 16, from);
 		if (n > 0) {
 			for (ssize_t i = 0; i < n; i++) {
+				if (!c[i].op_context) { /* not a message: a peer's RMA */
+					remote_event(c[i], from[i], 0);
+					continue;
+				}
 				MsgRx &m = *static_cast<MsgRx *>(c[i].op_context);
 				if (m.sink && c[i].len > m.cap)
 					sink_release(c[i].len - m.cap);
@@ -622,6 +1059,10 @@ void ShmPath::progress()
 				break;
 			/* libfabric 1.17's shm reports some errors negated (its truncation). */
 			const int err = ee.err < 0 ? -ee.err : ee.err;
+			if (!ee.op_context) {
+				remote_event(fi_cq_tagged_entry{}, FI_ADDR_NOTAVAIL, err);
+				continue;
+			}
 			MsgRx &m = *static_cast<MsgRx *>(ee.op_context);
 			uint64_t len = ee.len, olen = ee.olen;
 			if (err == FI_ETRUNC && len + olen <= m.cap) {
@@ -649,8 +1090,10 @@ void ShmPath::progress()
 		if (pulls_.size() == before)
 			break;
 	}
+	if (rem_cntr_[0] || rem_cntr_[1])
+		read_remote_counters();
 	/* Reading the receive CQ ran shm's progress; its transmit CQ holds completions
-	 * only while sends are out. */
+	 * only while operations are out. */
 	while (txs_.in_use()) {
 		const ssize_t n = fi_cq_read(tx_cq_, c, 16);
 		if (n > 0) {
@@ -678,6 +1121,8 @@ std::unique_ptr<ShmPath> ShmPath::open(Ep &)
 	return nullptr;
 }
 
+bool ShmPath::wanted(uint64_t) { return false; }
+
 /* Never reached: open() makes none. */
 ShmPath::~ShmPath() = default;
 int ShmPath::init() { return -FI_ENOSYS; }
@@ -685,6 +1130,11 @@ size_t ShmPath::av_count() const { return 0; }
 bool ShmPath::valid(fi_addr_t) const { return false; }
 void ShmPath::sync() {}
 ssize_t ShmPath::send(const SendArgs &, fi_addr_t) { return -FI_ENOSYS; }
+ssize_t ShmPath::rma(const RmaArgs &, uint64_t, fi_addr_t) { return -FI_ENOSYS; }
+ssize_t ShmPath::atomic(const AtomicArgs &, fi_addr_t) { return -FI_ENOSYS; }
+size_t ShmPath::atomic_count(AtomicKind, fi_datatype, fi_op) { return 0; }
+int ShmPath::mirror_reg(const Mr &) { return 0; }
+void ShmPath::mirror_dereg(const Mr &) {}
 void ShmPath::progress() {}
 int ShmPath::start(MsgRx &) { return -FI_ENOSYS; }
 void ShmPath::discard(MsgRx &) {}

@@ -19,11 +19,21 @@
  *
  * Everything runs under the endpoint's lock: shm's callbacks come from inside our own
  * calls into shm (its progress runs when we read its CQs), so they never take it.
+ *
+ * Remote keys. RMA and atomics to a same-host peer go through shm too, with one key for
+ * both paths: every registration of the domain is registered with our shm domain under
+ * the same key (MrMirror). libfabric 1.17's shm drops an RMA or atomic whose key it
+ * refuses without a word to the initiator, which would wait for ever; so each endpoint
+ * also publishes its registrations in a shared-memory table (/dev/shm/efa_keys_<shm
+ * name>), and the initiator checks the remote iov there before posting: a refusal
+ * completes at once (FI_EACCES, PEER_KEY_REFUSED). A peer whose table cannot be read
+ * or is full keeps the device for RMA and atomics.
  */
 #ifndef EFA_RDM_SHM_H
 #define EFA_RDM_SHM_H
 
 #include "addr.h"
+#include "ep_base.h"
 #include "rdm/ops.h"
 #include "rdm/pool.h"
 
@@ -42,6 +52,8 @@
 
 #include <deque>
 #include <memory>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace efa::rdm {
@@ -52,14 +64,24 @@ struct ShmStats {
 	uint64_t sends = 0;	 /* sends handed to shm */
 	uint64_t recvs = 0;	 /* messages shm delivered */
 	uint64_t unexpected = 0; /* of them, found no receive on arrival */
+	uint64_t rma = 0;	 /* writes and reads handed to shm */
+	uint64_t atomics = 0;	 /* atomics handed to shm */
 };
 
-class ShmPath {
+class ShmPath final : public MrMirror {
 public:
 	/* shm for `ep` (enabled: its QP exists), or null when it is off
 	 * (FI_EFA_ENABLE_SHM_TRANSFER=0, FI_REMOTE_COMM without FI_LOCAL_COMM) or cannot be
 	 * opened (one info line says why; same-host peers then use the device). */
 	static std::unique_ptr<ShmPath> open(Ep &ep);
+	/* Whether an endpoint with these caps tries shm (the switch, the hint rule and the
+	 * libfabric it runs in); open() may still fail. */
+	static bool wanted(uint64_t caps);
+	/* The bytes of one atomic through libfabric 1.17's shm: a compare's operand and
+	 * comparand share its 4 KiB inject buffer. Where shm may carry atomics, the
+	 * endpoint's limit is this too (fi_atomicvalid, fi_query_atomic), one limit
+	 * whichever path a peer takes. */
+	static constexpr size_t kMaxAtomic = 2048;
 	~ShmPath();
 	ShmPath(const ShmPath &) = delete;
 	ShmPath &operator=(const ShmPath &) = delete;
@@ -72,8 +94,17 @@ public:
 			sync();
 		return a < to_shm_.size() && valid(a) ? to_shm_[a] : FI_ADDR_NOTAVAIL;
 	}
-	/* A send to same-host peer `dest` (its shm address). 0 or -FI_E*. */
+	/* A send, RMA or atomic to same-host peer `dest` (its shm address), its arguments
+	 * checked (Sender::check_rma, check_atomic). 0 or -FI_E*. */
 	ssize_t send(const SendArgs &a, fi_addr_t dest);
+	ssize_t rma(const RmaArgs &a, uint64_t len, fi_addr_t dest);
+	ssize_t atomic(const AtomicArgs &a, fi_addr_t dest);
+	/* Whether RMA and atomics to same-host peer `dest` go through shm: its key table
+	 * (the top of this file) is readable and complete. */
+	bool keys_known(fi_addr_t dest) { return peer_keys(dest) != nullptr; }
+	/* How many elements of `dt` one atomic of this kind through shm carries (0: shm
+	 * has no such atomic). */
+	size_t atomic_count(AtomicKind kind, fi_datatype dt, fi_op op);
 	/* Reads shm's CQs (which runs shm's progress: its callbacks) and completes. */
 	void progress();
 	/* A queued message was bound to a receive: shm copies it (its completion comes
@@ -82,6 +113,11 @@ public:
 	void discard(MsgRx &m);
 
 	const ShmStats &stats() const { return stats_; }
+
+	/* The domain's registrations, mirrored into our shm domain under the same keys
+	 * (MrMirror): a same-host peer's RMA and atomics are checked there by shm. */
+	int mirror_reg(const Mr &m) override;
+	void mirror_dereg(const Mr &m) override;
 
 private:
 #if EFA_SHM_PATH
@@ -96,13 +132,28 @@ private:
 #endif
 	struct TxShm {
 		void *context = nullptr;
-		uint64_t flags = 0;
+		uint64_t flags = 0;	     /* of its completion */
+		CntrIdx cntr = kCntrSend;    /* the counter it bumps */
 		bool completion = true;
 		std::vector<uint8_t> bounce; /* an inject larger than shm's inject size */
 	};
 
 	explicit ShmPath(Ep &ep) : ep_(ep) {}
 	int init();
+	int open_remote_counters();
+	void read_remote_counters();
+	/* A TxShm for an operation (its completion's flags, its counter), or null. */
+	TxShm *new_tx(void *context, uint64_t op_flags, uint64_t cq_flags, CntrIdx cntr);
+	/* The flags shm gets for a send or write; an inject larger than shm takes inline
+	 * goes from t's copy (iov, count then name it). */
+	uint64_t shm_flags(TxShm &t, uint64_t op_flags, const iovec *&iov, size_t &count, uint64_t len, iovec &copy);
+	ssize_t posted(TxShm *t, ssize_t r);
+	/* Remote keys (the top of this file): the peer's table, or null; whether it has
+	 * the region; t completes with FI_EACCES when not. */
+	const void *peer_keys(fi_addr_t dest);
+	bool remote_ok(fi_addr_t dest, uint64_t key, uint64_t addr, uint64_t len, uint64_t access);
+	void refuse(TxShm *t);
+	void remote_event(const fi_cq_tagged_entry &c, fi_addr_t src, int err);
 	size_t av_count() const;
 	bool valid(fi_addr_t a) const;
 	void sync();
@@ -136,6 +187,15 @@ private:
 	fid_cq *rx_cq_ = nullptr;
 	fid_ep *ep_shm_ = nullptr;
 	bool holds_fabric_ = false; /* a reference to the process's shm fabric */
+	bool mirrors_ = false;	    /* in the domain's mr_mirrors */
+	std::unordered_map<const Mr *, fid_mr *> mrs_; /* our copies, under the domain's lock */
+	void *keys_ = nullptr;			       /* our key table */
+	std::string keys_name_;
+	std::vector<const void *> peer_keys_; /* peers' tables by shm address (MAP_FAILED: none) */
+	/* Remote writes and reads (FI_REMOTE_WRITE, FI_REMOTE_READ counters bound): shm
+	 * counts them in counters of its own, whose growth we add to the endpoint's. */
+	fid_cntr *rem_cntr_[2] = {};
+	uint64_t rem_seen_[2] = {};
 	size_t inject_size_ = 0;
 	size_t iov_limit_ = 0; /* shm's receive iovs */
 #if EFA_SHM_PATH
