@@ -16,7 +16,8 @@
 #            peers through shm)
 #   thread:  prov/efa/test/test_threads (FI_THREAD_SAFE stress, both fabrics),
 #            fabtests/run_suite.sh ft_msg ft_rma ft_cntr, run_suite_rdm.sh ft_tagged
-#            ft_rdm_rma ft_atomic, and ft_tagged ft_unexpected through shm. No Criterion suite: Criterion's runner cannot start
+#            ft_rdm_rma ft_atomic, and those three and ft_unexpected through shm. No
+#            Criterion suite: Criterion's runner cannot start
 #            under TSan ("Could not initialize inheritable arena", Criterion issue
 #            #274), which is why test_threads is a plain program.
 #
@@ -114,7 +115,7 @@ if [ "$mode" = thread ]; then
 	scripts=""
 	ft="ft_msg ft_rma ft_cntr"
 	ft_rdm="ft_tagged ft_rdm_rma ft_atomic"
-	ft_shm="ft_tagged ft_unexpected"
+	ft_shm="ft_tagged ft_unexpected ft_rdm_rma ft_atomic"
 fi
 if [ -n "${SANITIZE_TESTS:-}" ]; then
 	tests=$SANITIZE_TESTS

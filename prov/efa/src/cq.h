@@ -108,6 +108,22 @@ struct Cq {
 	/* Endpoints on this CQ with a path that raises no event (same-host peers through
 	 * shm): blocking reads poll every millisecond, and fi_trywait says read again. */
 	std::atomic<int> polled{0};
+	/* On such a CQ, where an empty device poll costs more than kCostlyPollNs (on the
+	 * software device it is a system call; on a NIC a memory read), a device that
+	 * answered nothing kQuiet polls in a row while the other path completed something
+	 * in the last kBusyNs is polled at most every kQuietPollNs until it answers again:
+	 * the shm path's progress passes then do not pay a device poll each, and a device
+	 * completion after a quiet spell waits at most that long. */
+	static constexpr uint32_t kQuiet = 16;
+	static constexpr uint64_t kCostlyPollNs = 200, kQuietPollNs = 5000, kBusyNs = 20000;
+	struct DevicePolls {
+		uint32_t quiet = 0;	 /* empty polls in a row (at most kQuiet) */
+		uint32_t n = 0;		 /* polls, to time one in 64 */
+		uint64_t empty_ns = 0;	 /* an empty poll's cost, averaged */
+		uint64_t last_ns = 0;	 /* the last poll */
+		uint64_t busy_ns = 0;	 /* the last pass whose completions were not the device's */
+	} device_polls;			 /* under lock, used only with such endpoints */
+	std::atomic<uint64_t> pushed{0}; /* completions staged, ever */
 
 	/* Back-pressure accounting (any thread). */
 	bool reserve()
@@ -125,6 +141,7 @@ struct Cq {
 	{
 		std::lock_guard g(stage_lock);
 		staged.push_back(Entry{e, src});
+		pushed.fetch_add(1, std::memory_order_relaxed);
 	}
 	void push_error(const fi_cq_err_entry &e, std::string text)
 	{
