@@ -23,6 +23,10 @@
 # Both sides' output is shown (-q: only on failure).
 set -u
 
+# Same-host peers take the device unless the caller asks for shm (the efa fabric's
+# default is shm; these pairs test the device path, run_suite_shm.sh the other).
+export FI_EFA_ENABLE_SHM_TRANSFER="${FI_EFA_ENABLE_SHM_TRANSFER:-0}"
+
 limit=${EFA_FT_PAIR_TIMEOUT:-120}
 quiet=0
 while getopts t:q opt; do

@@ -28,6 +28,7 @@ prog=$top/fabtests/ft_peer_death
 [ -x "$prog" ] || { echo "FAIL: $prog: no such program (make check TESTS= builds it)"; exit 1; }
 command -v timeout >/dev/null 2>&1 || { echo "FAIL: timeout(1) is needed"; exit 1; }
 export FI_EFA_SIM="${FI_EFA_SIM:-1}"
+export FI_EFA_ENABLE_SHM_TRANSFER="${FI_EFA_ENABLE_SHM_TRANSFER:-0}" # the device path
 export FI_EFA_SIM_PATH="${FI_EFA_SIM_PATH:-$top/.libs/libefasim.so}"
 export FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-@$top/.libs}"
 export EFASIM_PORT_BASE="${EFASIM_PORT_BASE:-44000}"

@@ -50,7 +50,8 @@ run() { # name, mpirun options...
 }
 
 run efa --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include efa -x FI_PROVIDER=efa \
-	-x FI_PROVIDER_PATH="@$top/.libs" -x FI_EFA_SIM=1 -x FI_EFA_SIM_PATH="$top/.libs/libefasim.so"
+	-x FI_PROVIDER_PATH="@$top/.libs" -x FI_EFA_SIM=1 -x FI_EFA_SIM_PATH="$top/.libs/libefasim.so" \
+	-x FI_EFA_ENABLE_SHM_TRANSFER=0
 run efa+shm --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include efa -x FI_PROVIDER=efa \
 	-x FI_PROVIDER_PATH="@$top/.libs" -x FI_EFA_SIM=1 -x FI_EFA_SIM_PATH="$top/.libs/libefasim.so" \
 	-x FI_EFA_ENABLE_SHM_TRANSFER=1

@@ -85,6 +85,8 @@ while read -r name np extra prog args; do
 	[ "$names" = "  " ] || case $names in *" $name "*) ;; *) continue ;; esac
 	[ "$prov" != efa ] && case $name in p2p2-faults | *-shm) continue ;; esac
 	extra=$(echo "$extra" | sed 's/^-$//' | tr + ' ')
+	# Same-host ranks take the device unless the test asks for shm (the default).
+	case $prov:$extra in efa:*FI_EFA_ENABLE_SHM_TRANSFER*) ;; efa:*) extra="-x FI_EFA_ENABLE_SHM_TRANSFER=0 $extra" ;; esac
 	# shellcheck disable=SC2086 # word lists
 	set -- $base $mtl $provenv $extra ${EFA_MPI_ARGS:-} -np "$np" --host "localhost:$np" "$out/$prog" $args
 	echo "=== $name: mpirun $*"

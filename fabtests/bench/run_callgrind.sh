@@ -20,6 +20,7 @@ out=${1:-$(mktemp -d /tmp/efa_callgrind.XXXXXX)}
 mkdir -p "$out"
 command -v valgrind >/dev/null 2>&1 || { echo "valgrind is needed (apt-get install valgrind)"; exit 77; }
 export FI_PROVIDER_PATH="$top/.libs" FI_EFA_SIM=1 FI_EFA_SIM_PATH="$top/.libs/libefasim.so"
+export FI_EFA_ENABLE_SHM_TRANSFER="${FI_EFA_ENABLE_SHM_TRANSFER:-0}" # the device path
 export EFASIM_PORT_BASE="${EFASIM_PORT_BASE:-61000}"
 for n in 2000 4000; do
 	rm -f "$out"/cg.$n.*

@@ -18,6 +18,7 @@ if [ "${1:-}" = --top ]; then top=$2; shift 2; fi
 soak=$top/fabtests/bench/fi_efa_soak
 [ -x "$soak" ] || { echo "$soak: not built (make fabtests/bench/fi_efa_soak)"; exit 1; }
 export FI_EFA_SIM="${FI_EFA_SIM:-1}"
+export FI_EFA_ENABLE_SHM_TRANSFER="${FI_EFA_ENABLE_SHM_TRANSFER:-0}" # the device path
 export FI_EFA_SIM_PATH="${FI_EFA_SIM_PATH:-$top/.libs/libefasim.so}"
 export FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-@$top/.libs}"
 export EFASIM_LOSS="${EFASIM_LOSS:-0.02}"

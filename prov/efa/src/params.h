@@ -62,10 +62,10 @@ struct fi_provider;
 	  "4096); unused ones are evicted least recently used first, ones in use never")                    \
 	X(mr_max_cached_size, "mr_max_cached_size", SIZE, "",                                                \
 	  "efa fabric: most bytes the cache keeps registered (unset: 90% of the device's max_mr_size)")     \
-	X(enable_shm_transfer, "enable_shm_transfer", BOOL, "0",                                              \
-	  "efa fabric: send to peers on this host (the same device GID) through libfabric's shm provider "  \
-	  "instead of the device; two-sided messages only so far (RMA and atomics use the device). Every " \
-	  "process of a job must use the same setting and the same libfabric")                            \
+	X(enable_shm_transfer, "enable_shm_transfer", BOOL, "1",                                              \
+	  "efa fabric: messages, RMA and atomics to peers on this host (the same device GID) go through "  \
+	  "libfabric's shm provider instead of the device. Every process of a job must use the same "      \
+	  "setting and the same libfabric")                                                                \
 	X(peer_probe_interval, "peer_probe_interval", SIZE, "1000",                                           \
 	  "efa fabric: milliseconds an operation waits on a silent peer before the provider probes it; "   \
 	  "a peer whose device then stops answering is declared unresponsive and everything waiting on "    \

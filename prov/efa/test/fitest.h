@@ -34,6 +34,8 @@ inline void use_provider(bool warn_only = false)
 	setenv("FI_PROVIDER", "efa", 1);
 	setenv("FI_EFA_SIM", "1", 1);
 	setenv("FI_EFA_SIM_PATH", EFA_TEST_SIM_PATH, 1);
+	/* The device path, unless a test asks for shm (the efa fabric's default). */
+	setenv("FI_EFA_ENABLE_SHM_TRANSFER", "0", 0);
 	setenv("FI_LOG_LEVEL", "warn", warn_only ? 1 : 0);
 }
 

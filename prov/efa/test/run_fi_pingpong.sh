@@ -10,6 +10,7 @@ set -u
 top="${abs_top_builddir:-$(cd "$(dirname "$0")/../../.." && pwd)}"
 command -v fi_pingpong >/dev/null 2>&1 || { echo "SKIP: fi_pingpong not installed (apt-get install libfabric-bin)"; exit 77; }
 export FI_PROVIDER_PATH="@$top/.libs" FI_EFA_SIM_PATH="$top/.libs/libefasim.so"
+export FI_EFA_ENABLE_SHM_TRANSFER="${FI_EFA_ENABLE_SHM_TRANSFER:-0}" # the device path
 unset FI_PROVIDER
 work=$(mktemp -d)
 trap 'rm -rf "$work"; kill $(jobs -p) 2>/dev/null' EXIT

@@ -289,6 +289,7 @@ Test(mr_cache_e2e, unmapped_and_remapped_buffer_sends_its_new_contents)
 	setenv("FI_PROVIDER", "efa", 1);
 	setenv("FI_EFA_SIM", "1", 1);
 	setenv("FI_EFA_SIM_PATH", EFA_TEST_SIM_PATH, 1);
+	setenv("FI_EFA_ENABLE_SHM_TRANSFER", "0", 0); /* the device path */
 	setenv("EFASIM_PORT_BASE", "46800", 1);
 	fi_info *hints = fi_allocinfo();
 	hints->ep_attr->type = FI_EP_RDM;

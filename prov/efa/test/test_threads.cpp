@@ -374,6 +374,7 @@ void open_world(const char *fabric)
 	setenv("FI_PROVIDER", "efa", 1);
 	setenv("FI_EFA_SIM", "1", 1);
 	setenv("FI_EFA_SIM_PATH", EFA_TEST_SIM_PATH, 1);
+	setenv("FI_EFA_ENABLE_SHM_TRANSFER", "0", 0); /* the device path */
 	w = new World();
 	for (auto &row : w->seen)
 		for (auto &s : row)
