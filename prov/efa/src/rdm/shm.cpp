@@ -583,60 +583,62 @@ ssize_t ShmPath::posted(TxShm *t, ssize_t r)
 	return r;
 }
 
+ssize_t ShmPath::begin_tx(Tx &x, const char *call, void *context, uint64_t op_flags, uint64_t cq_flags,
+			  CntrIdx cntr, const iovec *iov, size_t count, uint64_t len)
+{
+	if ((op_flags & FI_INJECT) && len > ep_.inject_size) {
+		EFA_WARN_ONCE(EpData, "%s with FI_INJECT of %lu bytes: more than tx_attr->inject_size (%zu)", call,
+			      (unsigned long)len, ep_.inject_size);
+		return -FI_EMSGSIZE;
+	}
+	x.t = new_tx(context, op_flags, cq_flags, cntr);
+	if (!x.t)
+		return -FI_EAGAIN;
+	x.iov = iov;
+	x.count = count;
+	x.flags = shm_flags(*x.t, op_flags, x.iov, x.count, len, x.copy);
+	return 0;
+}
+
 ssize_t ShmPath::send(const SendArgs &a, fi_addr_t dest)
 {
 	uint64_t len = 0;
 	if (ssize_t r = send_iovs(a, len))
 		return r;
-	if ((a.flags & FI_INJECT) && len > ep_.inject_size) {
-		EFA_WARN_ONCE(EpData, "inject of %lu bytes: more than tx_attr->inject_size (%zu); use fi_send",
-			      (unsigned long)len, ep_.inject_size);
-		return -FI_EMSGSIZE;
-	}
-	TxShm *t = new_tx(a.context, a.flags, FI_SEND | (a.tagged ? FI_TAGGED : FI_MSG), kCntrSend);
-	if (!t)
-		return -FI_EAGAIN;
-	const iovec *iov = a.iov;
-	size_t count = a.count;
-	iovec copy;
-	const uint64_t flags = shm_flags(*t, a.flags, iov, count, len, copy);
+	Tx x;
+	if (ssize_t r = begin_tx(x, a.tagged ? "fi_tsend" : "fi_send", a.context, a.flags,
+				 FI_SEND | (a.tagged ? FI_TAGGED : FI_MSG), kCntrSend, a.iov, a.count, len))
+		return r;
 	ssize_t r;
 	if (a.tagged) {
-		const fi_msg_tagged m{iov, const_cast<void **>(g_null_desc), count, dest, a.tag, 0, t, a.data};
-		r = fi_tsendmsg(ep_shm_, &m, flags);
+		const fi_msg_tagged m{x.iov, const_cast<void **>(g_null_desc), x.count, dest, a.tag, 0, x.t, a.data};
+		r = fi_tsendmsg(ep_shm_, &m, x.flags);
 	} else {
-		const fi_msg m{iov, const_cast<void **>(g_null_desc), count, dest, t, a.data};
-		r = fi_sendmsg(ep_shm_, &m, flags);
+		const fi_msg m{x.iov, const_cast<void **>(g_null_desc), x.count, dest, x.t, a.data};
+		r = fi_sendmsg(ep_shm_, &m, x.flags);
 	}
 	if (!r)
 		stats_.sends++;
-	return posted(t, r);
+	return posted(x.t, r);
 }
 
 ssize_t ShmPath::rma(const RmaArgs &a, uint64_t len, fi_addr_t dest)
 {
-	if ((a.flags & FI_INJECT) && len > ep_.inject_size) {
-		EFA_WARN_ONCE(EpData, "inject write of %lu bytes: more than tx_attr->inject_size (%zu); use fi_write",
-			      (unsigned long)len, ep_.inject_size);
-		return -FI_EMSGSIZE;
-	}
-	TxShm *t = new_tx(a.context, a.flags, FI_RMA | (a.write ? FI_WRITE : FI_READ), a.write ? kCntrWrite : kCntrRead);
-	if (!t)
-		return -FI_EAGAIN;
-	const iovec *iov = a.iov;
-	size_t count = a.count;
-	iovec copy;
-	const uint64_t flags = shm_flags(*t, a.flags, iov, count, len, copy);
+	Tx x;
+	if (ssize_t r = begin_tx(x, a.write ? "fi_write" : "fi_read", a.context, a.flags,
+				 FI_RMA | (a.write ? FI_WRITE : FI_READ), a.write ? kCntrWrite : kCntrRead, a.iov, a.count,
+				 len))
+		return r;
 	if (!remote_ok(dest, a.rma[0].key, a.rma[0].addr, len, a.write ? FI_REMOTE_WRITE : FI_REMOTE_READ)) {
-		refuse(t);
+		refuse(x.t);
 		return 0;
 	}
 	/* Our keys are shm's (mirror_reg); remote addresses are virtual addresses on both. */
-	const fi_msg_rma m{iov, const_cast<void **>(g_null_desc), count, dest, a.rma, a.rma_count, t, a.data};
-	const ssize_t r = a.write ? fi_writemsg(ep_shm_, &m, flags) : fi_readmsg(ep_shm_, &m, flags);
+	const fi_msg_rma m{x.iov, const_cast<void **>(g_null_desc), x.count, dest, a.rma, a.rma_count, x.t, a.data};
+	const ssize_t r = a.write ? fi_writemsg(ep_shm_, &m, x.flags) : fi_readmsg(ep_shm_, &m, x.flags);
 	if (!r)
 		stats_.rma++;
-	return posted(t, r);
+	return posted(x.t, r);
 }
 
 size_t ShmPath::atomic_count(AtomicKind kind, fi_datatype dt, fi_op op)
@@ -707,7 +709,10 @@ void ShmPath::tx_done(TxShm *t, int err, uint32_t prov_errno)
 						 (t->flags & FI_ATOMIC ? "atomic"
 						  : t->flags & FI_RMA  ? "RMA"
 								       : "send") +
-						 " through shm failed: " + fi_strerror(err));
+						 " through shm failed: " +
+						 (prov_errno == uint32_t(EfaStatus::PEER_KEY_REFUSED)
+							  ? efa_status_msg(prov_errno)
+							  : fi_strerror(err)));
 	} else if (t->completion && ep_.tx_cq) {
 		fi_cq_tagged_entry e{};
 		e.op_context = t->context;

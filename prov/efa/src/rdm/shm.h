@@ -142,6 +142,17 @@ private:
 	int init();
 	int open_remote_counters();
 	void read_remote_counters();
+	/* A send's or write's entry and what shm gets: begin_tx refuses an inject beyond
+	 * tx_attr->inject_size (-FI_EMSGSIZE, logged as `call`), -FI_EAGAIN without an entry. */
+	struct Tx {
+		TxShm *t = nullptr;
+		const iovec *iov = nullptr;
+		size_t count = 0;
+		uint64_t flags = 0;
+		iovec copy{}; /* iov names it when shm gets our copy */
+	};
+	ssize_t begin_tx(Tx &x, const char *call, void *context, uint64_t op_flags, uint64_t cq_flags, CntrIdx cntr,
+			 const iovec *iov, size_t count, uint64_t len);
 	/* A TxShm for an operation (its completion's flags, its counter), or null. */
 	TxShm *new_tx(void *context, uint64_t op_flags, uint64_t cq_flags, CntrIdx cntr);
 	/* The flags shm gets for a send or write; an inject larger than shm takes inline
