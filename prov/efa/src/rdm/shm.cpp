@@ -349,17 +349,14 @@ fi_ops_srx_owner ShmPath::owner_ops_ = {
 
 bool ShmPath::wanted(uint64_t caps)
 {
-	return params().enable_shm_transfer && !((caps & FI_REMOTE_COMM) && !(caps & FI_LOCAL_COMM)) &&
-	       fi_version() == FI_VERSION(1, 17);
+	return params().enable_shm_transfer && !((caps & FI_REMOTE_COMM) && !(caps & FI_LOCAL_COMM));
 }
 
 std::unique_ptr<ShmPath> ShmPath::open(Ep &ep)
 {
-	if (!params().enable_shm_transfer)
-		return nullptr;
-	const uint64_t caps = ep.info->caps;
-	if ((caps & FI_REMOTE_COMM) && !(caps & FI_LOCAL_COMM)) {
-		EFA_DBG(EpCtrl, "no shm path: the endpoint asked for FI_REMOTE_COMM without FI_LOCAL_COMM");
+	if (!wanted(ep.info->caps)) {
+		if (params().enable_shm_transfer)
+			EFA_DBG(EpCtrl, "no shm path: the endpoint asked for FI_REMOTE_COMM without FI_LOCAL_COMM");
 		return nullptr;
 	}
 	std::unique_ptr<ShmPath> s(new ShmPath(ep));

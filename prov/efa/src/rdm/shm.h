@@ -74,8 +74,8 @@ public:
 	 * (FI_EFA_ENABLE_SHM_TRANSFER=0, FI_REMOTE_COMM without FI_LOCAL_COMM) or cannot be
 	 * opened (one info line says why; same-host peers then use the device). */
 	static std::unique_ptr<ShmPath> open(Ep &ep);
-	/* Whether an endpoint with these caps tries shm (the switch, the hint rule and the
-	 * libfabric it runs in); open() may still fail. */
+	/* Whether an endpoint with these caps tries shm (the switch and the hint rule);
+	 * open() may still fail (another libfabric than 1.17, no shm). */
 	static bool wanted(uint64_t caps);
 	/* The bytes of one atomic through libfabric 1.17's shm: a compare's operand and
 	 * comparand share its 4 KiB inject buffer. Where shm may carry atomics, the
