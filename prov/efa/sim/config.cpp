@@ -165,6 +165,9 @@ Config load()
 	uint64_t stats = 0;
 	if (parse_u64("EFASIM_STATS", 0, 1, stats, err))
 		c.stats_dump = stats != 0;
+	uint64_t cow = 1;
+	parse_u64("EFASIM_COPY_ON_FORK", 0, 1, cow, err);
+	c.copy_on_fork = cow != 0;
 
 	/* The in-flight ring is indexed by seq & (window - 1). */
 	uint32_t w = 4;

@@ -21,6 +21,8 @@
 #include <cstdio>
 #include <cstring>
 #include <climits>
+#include <map>
+#include <mutex>
 #include <new>
 #include <string>
 
@@ -317,6 +319,88 @@ int ops::query_device_ex(ibv_context *ctx, const ibv_query_device_ex_input *in, 
 	return 0;
 }
 
+/*
+ * Fork support as rdma-core has it. On a kernel that copies registered pages on fork
+ * (Linux 5.13+, EFASIM_COPY_ON_FORK=1, the default) none is needed: ibv_fork_init()
+ * succeeds and changes nothing, ibv_is_fork_initialized() answers IBV_FORK_UNNEEDED. On
+ * an older kernel (EFASIM_COPY_ON_FORK=0) ibv_fork_init(), or RDMAV_FORK_SAFE /
+ * IBV_FORK_SAFE at the first ibv_get_device_list(), turns it on unless a registration
+ * came first (EINVAL, "too late"); from then on every registered page is MADV_DONTFORK
+ * while a registration covers it (a forked child does not have those pages), and
+ * ibv_is_fork_initialized() answers IBV_FORK_ENABLED, IBV_FORK_DISABLED before.
+ */
+namespace fork_support {
+
+std::mutex g_lock;
+bool g_enabled = false, g_too_late = false;
+std::map<uintptr_t, uint32_t> g_pages; /* page address -> registrations covering it */
+
+int init()
+{
+	if (config().copy_on_fork)
+		return 0;
+	std::lock_guard<std::mutex> g(g_lock);
+	if (g_enabled)
+		return 0;
+	if (g_too_late)
+		return EINVAL;
+	g_enabled = true;
+	return 0;
+}
+
+ibv_fork_status status()
+{
+	if (config().copy_on_fork)
+		return IBV_FORK_UNNEEDED;
+	std::lock_guard<std::mutex> g(g_lock);
+	return g_enabled ? IBV_FORK_ENABLED : IBV_FORK_DISABLED;
+}
+
+/* Counts the registration of [addr, addr + len) up (`add`) or down, and marks each run
+ * of pages whose count leaves or reaches zero. 0 or the errno of madvise. */
+int account(const void *addr, size_t len, bool add)
+{
+	if (config().copy_on_fork || !len)
+		return 0;
+	std::lock_guard<std::mutex> g(g_lock);
+	if (!g_enabled) {
+		g_too_late = true;
+		return 0;
+	}
+	const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+	const uintptr_t first = reinterpret_cast<uintptr_t>(addr) & ~(page - 1);
+	const uintptr_t end = (reinterpret_cast<uintptr_t>(addr) + len + page - 1) & ~(page - 1);
+	uintptr_t run = 0, run_len = 0;
+	int err = 0;
+	auto flush = [&] {
+		if (run_len && madvise(reinterpret_cast<void *>(run), run_len, add ? MADV_DONTFORK : MADV_DOFORK))
+			err = errno;
+		run_len = 0;
+	};
+	for (uintptr_t p = first; p < end; p += page) {
+		bool edge;
+		if (add) {
+			edge = ++g_pages[p] == 1;
+		} else {
+			auto it = g_pages.find(p);
+			edge = it != g_pages.end() && --it->second == 0;
+			if (edge)
+				g_pages.erase(it);
+		}
+		if (edge && run_len && run + run_len == p) {
+			run_len += page;
+		} else if (edge) {
+			flush();
+			run = p;
+			run_len = page;
+		}
+	}
+	flush();
+	return err;
+}
+
+} // namespace fork_support
+
 } // namespace efasim
 
 using namespace efasim;
@@ -326,6 +410,11 @@ using namespace efasim;
 EFASIM_EXPORT ibv_device **ibv_get_device_list(int *num)
 {
 	std::call_once(g_devices_once, init_devices);
+	static std::once_flag fork_env;
+	std::call_once(fork_env, [] {
+		if ((getenv("RDMAV_FORK_SAFE") || getenv("IBV_FORK_SAFE")) && fork_support::init())
+			SIM_WARN("fork()-safety requested but init failed");
+	});
 	const Config &c = config();
 	int n = c.error.empty() ? c.num_devices : 0;
 	auto **list = static_cast<ibv_device **>(calloc(size_t(n) + 1, sizeof(ibv_device *)));
@@ -606,10 +695,15 @@ ibv_mr *reg_mr(ibv_pd *p, void *addr, size_t length, uint64_t iova, unsigned acc
 		errno = EFAULT;
 		return nullptr;
 	}
+	if (int e = fork_support::account(addr, length, true)) {
+		errno = e;
+		return nullptr;
+	}
 	Pd *pd = reinterpret_cast<Pd *>(p);
 	Runtime *rt = pd->ctx->rt;
 	auto *m = new (std::nothrow) Mr();
 	if (!m) {
+		fork_support::account(addr, length, false);
 		errno = ENOMEM;
 		return nullptr;
 	}
@@ -623,6 +717,7 @@ ibv_mr *reg_mr(ibv_pd *p, void *addr, size_t length, uint64_t iova, unsigned acc
 	std::lock_guard<std::mutex> g(rt->lock);
 	if (rt->mrs.size() >= config().max_mr) {
 		delete m;
+		fork_support::account(addr, length, false);
 		errno = ENOMEM;
 		return nullptr;
 	}
@@ -675,6 +770,7 @@ EFASIM_EXPORT int ibv_dereg_mr(ibv_mr *mr)
 			return EINVAL;
 		rt->mrs.erase(it); /* the key is refused from now on */
 	}
+	fork_support::account(mr->addr, mr->length, false);
 	delete m;
 	return 0;
 }
@@ -821,12 +917,10 @@ EFASIM_EXPORT int ibv_get_async_event(ibv_context *c, ibv_async_event *)
 
 EFASIM_EXPORT void ibv_ack_async_event(ibv_async_event *) {}
 
-/* rdma-core: ibv_fork_init() succeeds, and ibv_is_fork_initialized() answers
- * IBV_FORK_UNNEEDED when the kernel copies registered pages on fork (Linux 5.13+). The
- * software device never pins or maps memory for a device, so a forked child can never
- * corrupt the parent's registrations: fork support is never needed. */
-EFASIM_EXPORT int ibv_fork_init(void) { return 0; }
-EFASIM_EXPORT ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }
+/* rdma-core's fork support (libibverbs/memory.c): ibv_fork_init() and
+ * ibv_is_fork_initialized() as above (namespace fork_support). */
+EFASIM_EXPORT int ibv_fork_init(void) { return fork_support::init(); }
+EFASIM_EXPORT ibv_fork_status ibv_is_fork_initialized(void) { return fork_support::status(); }
 
 EFASIM_EXPORT int ibv_query_ece(ibv_qp *, ibv_ece *) { return EOPNOTSUPP; }
 EFASIM_EXPORT int ibv_set_ece(ibv_qp *, ibv_ece *) { return EOPNOTSUPP; }

@@ -167,6 +167,7 @@ struct Config {
 	uint32_t delay_us;
 	uint64_t seed;
 	bool stats_dump;
+	bool copy_on_fork; /* EFASIM_COPY_ON_FORK: the kernel copies registered pages on fork (5.13+) */
 	int log_level;
 	std::string error; /* non-empty: a variable was invalid; devices are not offered */
 };
