@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 #include "domain.h"
 
+#include "fork.h"
+
 #include "av.h"
 #include "cntr.h"
 #include "cq.h"
@@ -167,6 +169,8 @@ int domain_open(fid_fabric *f, fi_info *info, fid_domain **out, void *context)
 		return -FI_EINVAL;
 	}
 	if (int r = check_tclass(info->domain_attr->tclass, "fi_domain", "domain_attr->tclass"))
+		return r;
+	if (int r = fork::prepare(dev->api()))
 		return r;
 	auto pd = verbs::Pd::alloc(*dev);
 	if (!pd.ok())

@@ -15,6 +15,8 @@
 #ifndef EFA_FID_H
 #define EFA_FID_H
 
+#include "fork.h"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -42,10 +44,12 @@ enum class Magic : uint64_t {
 	Dead = 0xefadeadefadeadef,
 };
 
+
 /* The header every object starts with (after its libfabric struct). */
 struct ObjHeader {
 	Magic magic;
 	std::atomic<int> children{0};
+	uint32_t gen = fork::generation(); /* the process generation it was made in (fork.h) */
 };
 
 /*
@@ -77,7 +81,13 @@ template <typename T> T *fid_to(fid_t f)
 	if (!f || f->fclass != fclass_of(T::kMagic))
 		return nullptr;
 	T *o = reinterpret_cast<T *>(f);
-	return o->hdr.magic == T::kMagic ? o : nullptr;
+	if (o->hdr.magic != T::kMagic)
+		return nullptr;
+	if (o->hdr.gen != fork_generation()) [[unlikely]] {
+		fork::refused(); /* the parent's object, in a fork() child */
+		return nullptr;
+	}
+	return o;
 }
 
 /* Retires a closed object: its fid answers -FI_EINVAL from now on; freed later. */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 #include "mem_monitor.h"
 
+#include "fork.h"
 #include "log.h"
 
 #include <fcntl.h>
@@ -21,6 +22,7 @@ namespace {
 std::mutex g_lock; /* the instance and its users */
 MemMonitor *g_monitor = nullptr;
 size_t g_users = 0;
+uint32_t g_monitor_gen = 0; /* the process generation g_monitor belongs to (fork.h) */
 bool g_failed = false; /* tried once and could not start: do not retry per domain */
 
 #ifndef UFFD_USER_MODE_ONLY
@@ -44,11 +46,25 @@ int open_uffd(const char **how)
 #endif
 }
 
+/* In a fork() child, the parent's monitor: its thread is not in this process, and its
+ * watches did not follow the child's mappings. The child forgets it (never stops or
+ * frees it) and may start its own. Called with g_lock held. */
+void forget_inherited()
+{
+	if (g_monitor_gen != fork_generation()) {
+		g_monitor = nullptr;
+		g_users = 0;
+		g_failed = false;
+		g_monitor_gen = fork_generation();
+	}
+}
+
 } // namespace
 
 MemMonitor *MemMonitor::acquire()
 {
 	std::lock_guard g(g_lock);
+	forget_inherited();
 	if (!g_monitor && !g_failed) {
 		auto *m = new MemMonitor();
 		if (m->start()) {
@@ -68,6 +84,7 @@ void MemMonitor::release()
 	MemMonitor *m = nullptr;
 	{
 		std::lock_guard g(g_lock);
+		forget_inherited();
 		if (!g_monitor || --g_users)
 			return;
 		m = g_monitor;
@@ -84,6 +101,7 @@ void MemMonitor::release()
 void MemMonitor::shutdown()
 {
 	std::lock_guard g(g_lock);
+	forget_inherited();
 	g_failed = true;
 	if (g_monitor && g_monitor->fd_ >= 0)
 		g_monitor->stop(); /* the object stays: open caches still point at it */

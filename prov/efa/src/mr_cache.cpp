@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <vector>
 
 namespace efa {
 
@@ -61,6 +62,23 @@ uint32_t InternalMr::rkey() const { return entry_ ? entry_->mr.rkey() : own_.rke
 
 /* ------------------------------------------------------------------ MrCache */
 
+namespace {
+
+std::mutex g_caches_lock;
+std::vector<MrCache *> g_caches; /* the caches with a monitor */
+
+} // namespace
+
+void MrCache::release_unused_all()
+{
+	std::lock_guard g(g_caches_lock);
+	for (MrCache *c : g_caches) {
+		std::lock_guard cg(c->lock_);
+		while (c->lru_head_)
+			c->evict_locked();
+	}
+}
+
 MrCache::MrCache(const verbs::Pd &pd, bool enabled, size_t max_count, size_t max_bytes)
 	: pd_(pd), max_count_(max_count), max_bytes_(max_bytes)
 {
@@ -74,6 +92,10 @@ MrCache::MrCache(const verbs::Pd &pd, bool enabled, size_t max_count, size_t max
 			mon_ = nullptr;
 		}
 	}
+	if (mon_) {
+		std::lock_guard g(g_caches_lock);
+		g_caches.push_back(this);
+	}
 }
 
 MrCache::~MrCache()
@@ -86,6 +108,10 @@ MrCache::~MrCache()
 	}
 	index_.clear();
 	if (mon_) {
+		{
+			std::lock_guard g(g_caches_lock);
+			std::erase(g_caches, this);
+		}
 		mon_->unsubscribe(queue_);
 		MemMonitor::release();
 	}
@@ -136,12 +162,8 @@ int MrCache::get(void *buf, size_t len, InternalMr &out)
 		drop_locked(e);
 	}
 	/* Room within the limits. */
-	while (lru_head_ && (st_.entries + 1 > max_count_ || st_.bytes + (end - start) > max_bytes_)) {
-		const uintptr_t vs = lru_head_->start, ve = lru_head_->end;
-		drop_locked(lru_head_); /* unused: deregistered */
-		mon_->unwatch(vs, ve);
-		st_.evictions++;
-	}
+	while (lru_head_ && (st_.entries + 1 > max_count_ || st_.bytes + (end - start) > max_bytes_))
+		evict_locked();
 	if (st_.entries + 1 > max_count_ || st_.bytes + (end - start) > max_bytes_ || !mon_->watch(start, end)) {
 		/* Everything cached is in use, or the range cannot be watched (a file mapping,
 		 * another monitor's range): registered for this use only. */
@@ -207,6 +229,14 @@ void MrCache::lru_unlink(MrEntry *e)
 	(e->next ? e->next->prev : lru_tail_) = e->prev;
 	e->prev = e->next = nullptr;
 	e->on_lru = false;
+}
+
+void MrCache::evict_locked()
+{
+	const uintptr_t vs = lru_head_->start, ve = lru_head_->end;
+	drop_locked(lru_head_); /* unused: deregistered */
+	mon_->unwatch(vs, ve);
+	st_.evictions++;
 }
 
 void MrCache::drop_locked(MrEntry *e)

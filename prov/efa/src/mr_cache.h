@@ -78,6 +78,10 @@ public:
 	int get(void *buf, size_t len, InternalMr &out);
 
 	MrCacheStats stats();
+	/* Deregisters every cached entry no operation holds, in every cache of the process
+	 * (before fork() with rdma-core's fork support on: their pages become the child's
+	 * again; fork.h). */
+	static void release_unused_all();
 	/* How invalidation works here: "userfaultfd", "disabled", ... (fi_efa(7)). */
 	const char *monitor() const;
 
@@ -90,6 +94,8 @@ private:
 	void invalidate_locked(uintptr_t start, uintptr_t end);
 	/* e leaves the index (and the LRU); unused, it is deregistered and freed. */
 	void drop_locked(MrEntry *e);
+	/* The least recently used unused entry is dropped (lru_head_ not null). */
+	void evict_locked();
 	void lru_unlink(MrEntry *e); /* if on the LRU */
 
 	const verbs::Pd &pd_;

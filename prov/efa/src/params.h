@@ -66,6 +66,11 @@ struct fi_provider;
 	  "efa fabric: messages, RMA and atomics to peers on this host (the same device GID) go through "  \
 	  "libfabric's shm provider instead of the device. Every process of a job must use the same "      \
 	  "setting and the same libfabric")                                                                \
+	X(fork_safe, "fork_safe", STR, "auto",                                                                 \
+	  "rdma-core's fork support on a kernel that does not copy registered pages on fork (before "     \
+	  "5.13): 'auto' turns it on at the first domain, '1' as well and fi_domain fails when it cannot "  \
+	  "(memory was registered before), '0' leaves it off (a fork() during transfers can then corrupt " \
+	  "them). Not needed, and not used, on newer kernels")                                              \
 	X(peer_probe_interval, "peer_probe_interval", SIZE, "1000",                                           \
 	  "efa fabric: milliseconds an operation waits on a silent peer before the provider probes it; "   \
 	  "a peer whose device then stops answering is declared unresponsive and everything waiting on "    \

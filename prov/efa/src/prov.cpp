@@ -24,8 +24,22 @@ struct DeviceSet {
 	std::mutex lock;
 	bool hw_probed = false;
 	bool sim_probed = false;
+	uint32_t gen = 0; /* the process generation the devices were opened in (fork.h) */
 	std::vector<std::unique_ptr<verbs::Device>> devices;
 };
+
+/* In a fork() child, the parent's devices: forgotten, never closed (closing would tear
+ * down what the parent still uses); the child probes again. Called with s.lock held. */
+void forget_inherited(DeviceSet &s)
+{
+	if (s.gen == fork_generation())
+		return;
+	for (auto &d : s.devices)
+		(void)d.release();
+	s.devices.clear();
+	s.hw_probed = s.sim_probed = false;
+	s.gen = fork_generation();
+}
 
 DeviceSet &device_set()
 {
@@ -74,6 +88,7 @@ const std::vector<std::unique_ptr<verbs::Device>> &devices(bool explicit_efa)
 {
 	DeviceSet &s = device_set();
 	std::lock_guard<std::mutex> g(s.lock);
+	forget_inherited(s);
 	const Params &p = params();
 	verbs::SimMode mode;
 	if (!verbs::parse_sim_mode(p.sim.c_str(), mode)) {
@@ -121,6 +136,7 @@ void close_devices()
 {
 	DeviceSet &s = device_set();
 	std::lock_guard<std::mutex> g(s.lock);
+	forget_inherited(s);
 	s.devices.clear();
 	s.hw_probed = s.sim_probed = false;
 }

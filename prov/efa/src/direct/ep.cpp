@@ -196,7 +196,10 @@ int Ep::enable()
 
 	/* Bounce slots for injects the device cannot take inline. */
 	const size_t slot = std::max<size_t>(inject_size, 1);
-	bounce.assign(feat.sq_depth * slot, 0);
+	if (!bounce.alloc(feat.sq_depth * slot)) {
+		qp = verbs::Qp();
+		return -FI_ENOMEM;
+	}
 	auto mr = verbs::Mr::reg(dom->pd, bounce.data(), bounce.size(), verbs::kLocalWrite);
 	if (!mr.ok()) {
 		qp = verbs::Qp();

@@ -14,6 +14,7 @@
 
 #include "common/lock.h"
 #include "ep_base.h"
+#include "fork.h"
 
 #include <rdma/fi_rma.h>
 
@@ -87,7 +88,7 @@ struct Ep : EpBase {
 	size_t mtu;
 	size_t max_rdma;
 	OpPool tx, rx;
-	std::vector<uint8_t> bounce;
+	DmaBuffer bounce; /* MADV_DONTFORK: fork.h */
 	verbs::Mr bounce_mr;
 	DataLock tx_lock, rx_lock; /* common/lock.h */
 	Hook hook{this};

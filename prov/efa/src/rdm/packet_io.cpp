@@ -16,8 +16,9 @@ namespace efa::rdm {
 int PktPool::init(const verbs::Pd &pd, size_t count, size_t size, Pkt::Kind kind)
 {
 	const size_t stride = (size + 63) & ~size_t(63);
-	mem_.reset(new uint8_t[count * stride]);
-	auto mr = verbs::Mr::reg(pd, mem_.get(), count * stride, verbs::kLocalWrite);
+	if (!mem_.alloc(count * stride))
+		return -FI_ENOMEM;
+	auto mr = verbs::Mr::reg(pd, mem_.data(), count * stride, verbs::kLocalWrite);
 	if (!mr.ok()) {
 		mem_.reset();
 		return mr.error();
@@ -27,7 +28,7 @@ int PktPool::init(const verbs::Pd &pd, size_t count, size_t size, Pkt::Kind kind
 	free_ = nullptr;
 	for (size_t i = count; i-- > 0;) {
 		Pkt &p = pkts_[i];
-		p.buf = mem_.get() + i * stride;
+		p.buf = mem_.data() + i * stride;
 		p.cap = uint32_t(size);
 		p.lkey = mr_.lkey();
 		p.kind = kind;

@@ -16,6 +16,7 @@
 #ifndef EFA_RDM_PACKET_IO_H
 #define EFA_RDM_PACKET_IO_H
 
+#include "fork.h"
 #include "rdm/ilist.h"
 #include "rdm/reorder.h"
 #include "verbs/resources.h"
@@ -60,7 +61,7 @@ public:
 	size_t count() const { return pkts_.size(); }
 
 private:
-	std::unique_ptr<uint8_t[]> mem_;
+	DmaBuffer mem_; /* MADV_DONTFORK: fork.h */
 	verbs::Mr mr_;
 	std::vector<Pkt> pkts_;
 	Pkt *free_ = nullptr;

@@ -70,6 +70,8 @@ bool fill_api(Api &a, void *v, void *e, std::string *why)
 		  sym(v, "ibv_modify_qp", a.modify_qp, true, why) && sym(v, "ibv_query_qp", a.query_qp, true, why) &&
 		  sym(v, "ibv_destroy_qp", a.destroy_qp, true, why) &&
 		  sym(v, "ibv_qp_to_qp_ex", a.qp_to_qp_ex, true, why) &&
+		  sym(v, "ibv_fork_init", a.fork_init, false, why) &&
+		  sym(v, "ibv_is_fork_initialized", a.is_fork_initialized, false, why) &&
 		  sym(e, "efadv_query_device", a.efadv_query_device, true, why) &&
 		  sym(e, "efadv_query_ah", a.efadv_query_ah, true, why) &&
 		  sym(e, "efadv_create_qp_ex", a.efadv_create_qp_ex, true, why) &&

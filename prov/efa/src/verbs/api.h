@@ -46,6 +46,8 @@ struct Api {
 	int (*query_qp)(ibv_qp *qp, ibv_qp_attr *attr, int mask, ibv_qp_init_attr *init);
 	int (*destroy_qp)(ibv_qp *qp);
 	ibv_qp_ex *(*qp_to_qp_ex)(ibv_qp *qp);
+	int (*fork_init)(void);                       /* optional */
+	ibv_fork_status (*is_fork_initialized)(void); /* optional (rdma-core 35) */
 
 	int (*efadv_query_device)(ibv_context *ctx, efadv_device_attr *attr, uint32_t inlen);
 	int (*efadv_query_ah)(ibv_ah *ah, efadv_ah_attr *attr, uint32_t inlen);
