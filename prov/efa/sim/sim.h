@@ -436,6 +436,7 @@ struct Peer {
 	/* Refused sequence numbers, by seq % kRxWindow (every seq that can still arrive lies
 	 * in the window, so no two share a slot); allocated at the first refusal. */
 	std::vector<NakRecord> naks;
+	uint32_t naks_live; /* valid records in naks */
 	uint32_t ack_pending;
 	uint64_t ack_due_ns;
 	/* timers */

@@ -48,7 +48,33 @@ uint32_t new_epoch()
 	}
 }
 
-uint32_t ring_mask() { return config().window_pkts - 1; }
+/* The peer's in-flight ring: indexed by seq & (size - 1); it grows by doubling up to
+ * the window (kRingMin slots first) and is freed while nothing is in flight or queued,
+ * so that an idle peer holds none (memory per idle peer, fi_efa(7)). */
+constexpr uint32_t kRingMin = 16;
+
+uint32_t ring_mask(const Peer *p) { return uint32_t(p->ring.size()) - 1; }
+
+/* Room for one more sequence number in flight (next_seq - una < window). */
+void ring_reserve(Peer *p)
+{
+	const uint32_t used = p->next_seq - p->una;
+	if (used < p->ring.size())
+		return;
+	const uint32_t old_mask = ring_mask(p);
+	std::vector<Inflight> bigger(p->ring.empty() ? kRingMin : p->ring.size() * 2);
+	const uint32_t mask = uint32_t(bigger.size()) - 1;
+	for (uint32_t s = p->una; s != p->next_seq; s++)
+		bigger[s & mask] = p->ring[s & old_mask];
+	p->ring.swap(bigger);
+}
+
+/* An idle channel gives its ring back. */
+void ring_release_if_idle(Peer *p)
+{
+	if (p->una == p->next_seq && !p->txq_head && !p->ring.empty())
+		std::vector<Inflight>().swap(p->ring);
+}
 
 void header(Runtime *rt, Peer *p, WireHdr &h, uint8_t type, uint32_t body_len)
 {
@@ -307,9 +333,6 @@ void Runtime::enqueue(Peer *p, TxJob *job)
 void Runtime::pump(Peer *p)
 {
 	const Config &c = config();
-	if (p->ring.empty())
-		p->ring.resize(c.window_pkts);
-	const uint32_t mask = ring_mask();
 	const uint64_t now = now_ns();
 	TxJob *prev = nullptr;
 	for (TxJob *job = p->txq_head; job;) {
@@ -323,8 +346,9 @@ void Runtime::pump(Peer *p)
 				blocked = true;
 				break;
 			}
+			ring_reserve(p);
 			const uint32_t seq = p->next_seq++;
-			Inflight &f = p->ring[seq & mask];
+			Inflight &f = p->ring[seq & ring_mask(p)];
 			f = Inflight{};
 			f.job = job;
 			f.seq = seq;
@@ -421,9 +445,10 @@ void release_slot(Runtime *rt, Peer *p, Inflight &f, uint8_t status)
 
 void advance_una(Peer *p)
 {
-	const uint32_t mask = config().window_pkts - 1;
+	const uint32_t mask = ring_mask(p);
 	while (p->una != p->next_seq && p->ring[p->una & mask].state == IF_FREE)
 		p->una++;
+	ring_release_if_idle(p);
 }
 
 /*
@@ -450,7 +475,7 @@ void on_ack(Runtime *rt, Peer *p, const WireHdr *h)
 {
 	if (h->ack_epoch != p->epoch || p->ring.empty())
 		return;
-	const uint32_t mask = ring_mask();
+	const uint32_t mask = ring_mask(p);
 	const uint64_t now = now_ns();
 	uint64_t newest = 0;
 	for (uint32_t s = p->una; s != p->next_seq; s++) {
@@ -477,7 +502,7 @@ void on_nak(Runtime *rt, Peer *p, const WireHdr *h, const NakBody *nb)
 {
 	if (!(h->flags & PF_ACK) || h->ack_epoch != p->epoch || p->ring.empty())
 		return;
-	Inflight &f = p->ring[nb->seq & ring_mask()];
+	Inflight &f = p->ring[nb->seq & ring_mask(p)];
 	if (f.state == IF_FREE || f.seq != nb->seq)
 		return;
 	const uint64_t now = now_ns();
@@ -583,7 +608,7 @@ void Runtime::peer_timer(Peer *p, uint64_t now)
 	const uint64_t timeout = uint64_t(c.timeout_ms) * 1000000;
 	uint64_t deadline = UINT64_MAX;
 	if (p->inflight) {
-		const uint32_t mask = ring_mask();
+		const uint32_t mask = ring_mask(p);
 		for (uint32_t s = p->una; s != p->next_seq; s++) {
 			Inflight &f = p->ring[s & mask];
 			if (f.state == IF_FREE)
@@ -634,6 +659,32 @@ namespace {
 
 enum : uint8_t { DELIVER_DROP = 0xff };
 
+/* The refusals a peer may still retransmit into (Peer::naks): the table exists while
+ * one is live, so that an idle peer holds none. */
+void nak_record(Peer *p, const NakRecord &rec)
+{
+	if (p->naks.empty())
+		p->naks.resize(kRxWindow);
+	NakRecord &slot = p->naks[rec.seq % kRxWindow];
+	p->naks_live += !slot.valid;
+	slot = rec;
+}
+
+void nak_forget(Peer *p, NakRecord &n)
+{
+	if (!n.valid)
+		return;
+	n.valid = false;
+	if (!--p->naks_live)
+		std::vector<NakRecord>().swap(p->naks); /* n is gone with it */
+}
+
+void naks_clear(Peer *p)
+{
+	std::vector<NakRecord>().swap(p->naks);
+	p->naks_live = 0;
+}
+
 void rx_advance_to(Peer *p, uint32_t to)
 {
 	if (!seq_lt(p->rx_base, to))
@@ -655,13 +706,12 @@ void rx_advance_to(Peer *p, uint32_t to)
 	}
 	if (!p->naks.empty()) {
 		if (shift >= kRxWindow) {
-			for (NakRecord &n : p->naks)
-				n.valid = false;
+			naks_clear(p);
 		} else {
-			for (uint32_t s = p->rx_base; s != to; s++) {
+			for (uint32_t s = p->rx_base; s != to && !p->naks.empty(); s++) {
 				NakRecord &n = p->naks[s % kRxWindow];
 				if (n.seq == s)
-					n.valid = false;
+					nak_forget(p, n);
 			}
 		}
 	}
@@ -757,8 +807,7 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 		p->rx_highest = h->snd_una;
 		p->rx_bits.fill(0);
 		p->rx_words = 0;
-		for (NakRecord &n : p->naks)
-			n.valid = false;
+		naks_clear(p);
 	}
 	rx_advance_to(p, h->snd_una);
 	const uint32_t seq = h->seq;
@@ -803,7 +852,7 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 				send_nak(p, seq, n.status, n.rnr_try);
 				return;
 			}
-			n.valid = false;
+			nak_forget(p, n);
 		}
 	}
 	if (seq_lt(seq, p->rx_highest))
@@ -969,17 +1018,11 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 			enqueue(p, resp);
 	} else if (status == EFA_REMOTE_RNR) {
 		stats.rnr_naks_sent++;
-		if (p->naks.empty())
-			p->naks.resize(kRxWindow);
-		NakRecord &slot = p->naks[seq % kRxWindow];
-		slot = NakRecord{seq, status, attempt, true};
+		nak_record(p, NakRecord{seq, status, attempt, true});
 		send_nak(p, seq, status, attempt);
 	} else {
 		stats.remote_errors++;
-		if (p->naks.empty())
-			p->naks.resize(kRxWindow);
-		NakRecord &slot = p->naks[seq % kRxWindow];
-		slot = NakRecord{seq, status, 0, true};
+		nak_record(p, NakRecord{seq, status, 0, true});
 		send_nak(p, seq, status);
 	}
 }
