@@ -31,6 +31,10 @@ struct fi_provider;
 	X(tx_pkt_pool_size, "tx_pkt_pool_size", SIZE, "256",                                                  \
 	  "efa fabric: transmit packet buffers (one MTU each) per endpoint, the packets it can have in "     \
 	  "flight; sends return -FI_EAGAIN when they are all in use")                                        \
+	X(rx_copy_max, "rx_copy_max", SIZE, "33554432",                                                     \
+	  "efa fabric: bytes per endpoint of received packets kept for later (out of order, or an "         \
+	  "unexpected message's); beyond, the receive buffers themselves are kept (all but 16), and "      \
+	  "senders meet receiver-not-ready until the application takes its messages")                      \
 	X(tx_min_credits, "tx_min_credits", SIZE, "32",                                                       \
 	  "efa fabric: packets a long message's receiver allows per clear-to-send window")                 \
 	X(recvwin_size, "recvwin_size", SIZE, "16384",                                                        \

@@ -100,7 +100,7 @@ public:
 		tx_free++;
 		free_pkt(pkt);
 	}
-	Pkt *rx_copy(const Pkt &pkt) override
+	Pkt *rx_copy(Pkt &pkt) override
 	{
 		Pkt *c = new_pkt(Pkt::Kind::Copy);
 		std::memcpy(c->buf, pkt.buf, pkt.len);

@@ -61,7 +61,8 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 			send_handshake(*p);
 		dispatch(*p, pkt, pk);
 	}
-	io.repost(pkt);
+	if (!pkt->held) /* kept in place of a copy: reposted when released (packet_io.h) */
+		io.repost(pkt);
 }
 
 void Ep::refuse_req(Peer &p, const Parsed &pk, const char *why)

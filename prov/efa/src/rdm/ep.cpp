@@ -293,7 +293,7 @@ int Ep::enable()
 	 * unsolicited write receive takes one of its receive packets. */
 	if (qp.features().unsolicited_write_recv)
 		features |= v4::kExtraUnsolicitedWriteRecv;
-	if (int r = io.init(dom->pd, qp, ntx, nrx, mtu); r) {
+	if (int r = io.init(dom->pd, qp, ntx, nrx, mtu, prm.rx_copy_max); r) {
 		qp = verbs::Qp();
 		undo_slots();
 		return r;
@@ -515,7 +515,7 @@ void EpTxPort::tx_count(CntrIdx cntr, bool ok) { ep_.count(cntr, ok); }
 Pkt *EpRxPort::rx_tx_pkt(Peer &p) { return ep_.tx_pkt(p, nullptr); }
 void EpRxPort::rx_post(Pkt *pkt) { ep_.post(pkt); }
 void EpRxPort::rx_put_tx(Pkt *pkt) { ep_.io.put_tx(pkt); }
-Pkt *EpRxPort::rx_copy(const Pkt &pkt) { return ep_.io.copy_of(pkt); }
+Pkt *EpRxPort::rx_copy(Pkt &pkt) { return ep_.io.copy_of(pkt, true); }
 void EpRxPort::rx_free_copy(Pkt *pkt) { ep_.io.free_copy(pkt); }
 void EpRxPort::rx_adopt_pending() { ep_.adopt_pending(); }
 

@@ -78,7 +78,7 @@ public:
 	Pkt *rx_tx_pkt(Peer &p) override;
 	void rx_post(Pkt *pkt) override;
 	void rx_put_tx(Pkt *pkt) override;
-	Pkt *rx_copy(const Pkt &pkt) override;
+	Pkt *rx_copy(Pkt &pkt) override;
 	void rx_free_copy(Pkt *pkt) override;
 	void rx_adopt_pending() override;
 	int rx_reg(void *buf, size_t len, InternalMr &out) override;

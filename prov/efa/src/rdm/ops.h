@@ -28,7 +28,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,7 +68,7 @@ struct Peer : IListNode<Peer> {
 	 * been told to skip yet, as runs (first id, count); `void_pkt` is the one EXT_VOID
 	 * packet that tells it, on the device or waiting to be resent (protocol.md,
 	 * "FI_RM_DISABLED"). Only a peer of ours takes it (Peer::ext). */
-	std::deque<std::pair<uint32_t, uint32_t>> voids;
+	std::vector<std::pair<uint32_t, uint32_t>> voids; /* few; empty: no allocation */
 	Pkt *void_pkt = nullptr;
 	/* RNR: packets to resend, in order, not before `backoff_until` (steady ns). */
 	IList<Pkt> queued;

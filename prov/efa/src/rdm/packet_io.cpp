@@ -75,10 +75,11 @@ void PktPool::put(Pkt *p)
 
 /* ------------------------------------------------------------------ PacketIo */
 
-int PacketIo::init(const verbs::Pd &pd, verbs::Qp &qp, size_t ntx, size_t nrx, size_t size)
+int PacketIo::init(const verbs::Pd &pd, verbs::Qp &qp, size_t ntx, size_t nrx, size_t size, size_t copy_max)
 {
 	qp_ = &qp;
 	size_ = size;
+	copy_max_ = copy_max;
 	if (int r = tx_.init(pd, ntx, size, Pkt::Kind::Tx))
 		return r;
 	if (int r = rx_.init(pd, nrx, size, Pkt::Kind::Rx)) {
@@ -110,24 +111,78 @@ void PacketIo::repost(Pkt *pkt)
 	}
 }
 
-Pkt *PacketIo::copy_of(const Pkt &pkt)
+namespace {
+
+/* A copy: its Pkt and `cap` bytes of buffer in one allocation. */
+Pkt *new_copy(size_t cap)
 {
+	void *mem = ::operator new(sizeof(Pkt) + cap);
+	Pkt *c = new (mem) Pkt();
+	c->buf = reinterpret_cast<uint8_t *>(c + 1);
+	c->cap = uint32_t(cap);
+	c->kind = Pkt::Kind::Copy;
+	return c;
+}
+
+void delete_copy(Pkt *c)
+{
+	c->~Pkt();
+	::operator delete(c);
+}
+
+/* Spare full-size copies kept for reuse; the rest go back to the heap. */
+constexpr size_t kSpareCopies = 32;
+
+} // namespace
+
+Pkt *PacketIo::copy_of(Pkt &pkt, bool bounded)
+{
+	if (pkt.kind == Pkt::Kind::Copy || pkt.held) {
+		pkt.refs++;
+		return &pkt;
+	}
+	if (bounded && copy_bytes_ + pkt.len > copy_max_) {
+		pkt.held = true;
+		pkt.refs = 1;
+		held_++;
+		return &pkt;
+	}
 	Pkt *c;
-	if (!copies_free_.empty()) {
-		c = copies_free_.back();
-		copies_free_.pop_back();
+	if (pkt.len > size_ / 2 && !spare_.empty()) {
+		c = spare_.back();
+		spare_.pop_back();
 	} else {
-		copy_bufs_.emplace_back(new uint8_t[size_]);
-		copies_.emplace_back(new Pkt());
-		c = copies_.back().get();
-		c->buf = copy_bufs_.back().get();
-		c->cap = uint32_t(size_);
-		c->kind = Pkt::Kind::Copy;
+		c = new_copy(pkt.len > size_ / 2 ? size_ : pkt.len);
 	}
 	std::memcpy(c->buf, pkt.buf, pkt.len);
 	c->len = pkt.len;
 	c->peer = pkt.peer;
+	c->refs = 1;
+	copy_bytes_ += c->cap;
 	return c;
+}
+
+void PacketIo::free_copy(Pkt *c)
+{
+	if (--c->refs)
+		return;
+	if (c->held) {
+		c->held = false;
+		held_--;
+		repost(c);
+		return;
+	}
+	copy_bytes_ -= c->cap;
+	if (c->cap == size_ && spare_.size() < kSpareCopies)
+		spare_.push_back(c);
+	else
+		delete_copy(c);
+}
+
+PacketIo::~PacketIo()
+{
+	for (Pkt *c : spare_)
+		delete_copy(c);
 }
 
 void PacketIo::posted(Peer &p) { p.posted++; }

@@ -4,8 +4,13 @@
  * not what they mean.
  *
  *  - Pkt: one MTU-sized packet buffer. Receive buffers (registered) stay posted to the
- *    device; transmit buffers (registered) carry packets out; copies (heap) keep packets
- *    that must outlive their receive buffer (out of order, unexpected).
+ *    device; transmit buffers (registered) carry packets out; copies (heap, the packet's
+ *    length) keep packets that must outlive their receive buffer (out of order,
+ *    unexpected). Unexpected messages' copies hold at most FI_EFA_RX_COPY_MAX bytes
+ *    per endpoint; beyond, the receive buffer itself is kept (not reposted), so that
+ *    senders flooding a receiver that does not take its messages meet receiver-not-
+ *    ready instead of growing its memory. Spare copies are kept only a few at a time:
+ *    an idle endpoint gives the memory back.
  *  - PacketIo: the pools, reposting receive buffers, sending a built packet to its peer,
  *    each peer's queue of packets held back (receiver not ready, or a full send queue)
  *    and their resending, in order, after the peer's backoff (protocol.md section 7).
@@ -44,6 +49,8 @@ struct Pkt : IListNode<Pkt>, ReorderLink<Pkt> {
 	bool probe = false;  /* tx: a liveness probe (a HANDSHAKE) */
 	bool inject = false; /* tx: an inject sent without an operation entry (Sender::post_inject):
 			      * its end counts a send, success or failure */
+	bool held = false;   /* rx: kept in place of a copy (not reposted until released) */
+	uint16_t refs = 0;   /* copy or held: owners (copy_of of a copy adds one) */
 	Peer *peer = nullptr; /* tx: destination; copy: sender */
 	TxOp *op = nullptr;   /* tx: the operation it carries data of (null: control) */
 	MsgRx *msg = nullptr; /* tx: the message an RDMA read (LONGREAD) fetches for */
@@ -73,7 +80,7 @@ class PacketIo {
 public:
 	/* At fi_enable, once the QP exists: `ntx` transmit and `nrx` receive buffers of
 	 * `size` bytes, registered with `pd`. 0 or the registration's error. */
-	int init(const verbs::Pd &pd, verbs::Qp &qp, size_t ntx, size_t nrx, size_t size);
+	int init(const verbs::Pd &pd, verbs::Qp &qp, size_t ntx, size_t nrx, size_t size, size_t copy_max = SIZE_MAX);
 	/* Posts every receive buffer. */
 	void start();
 	/* At close, once the QP is gone. */
@@ -91,10 +98,18 @@ public:
 	void put_tx(Pkt *p) { tx_.put(p); }
 	size_t tx_avail() const { return tx_.avail(); }
 
-	/* Receive buffers and copies of them. */
+	/* Receive buffers and copies of them. copy_of: a copy of `pkt` (a new owner of it
+	 * when it is a copy or held already); `bounded` (an unexpected message's packet):
+	 * `pkt` itself, held, when copies are at their limit, and then its receive must not
+	 * be reposted (Pkt::held). Out-of-order packets are never held: the one they wait
+	 * for must get in (the reorder window bounds them). free_copy: one owner is done. */
 	void repost(Pkt *pkt);
-	Pkt *copy_of(const Pkt &pkt);
-	void free_copy(Pkt *pkt) { copies_free_.push_back(pkt); }
+	Pkt *copy_of(Pkt &pkt, bool bounded = false);
+	void free_copy(Pkt *pkt);
+	/* Copies: bytes held now, and the most held at once. */
+	size_t copy_bytes() const { return copy_bytes_; }
+	size_t held_count() const { return held_; }
+	~PacketIo();
 
 	/* Sends a built packet to pkt->peer now: 0, -ENOMEM (the send queue is full) or
 	 * the device's error. */
@@ -123,9 +138,10 @@ private:
 	verbs::Qp *qp_ = nullptr;
 	PktPool tx_, rx_;
 	size_t size_ = 0;
-	std::vector<Pkt *> copies_free_;
-	std::vector<std::unique_ptr<Pkt>> copies_;
-	std::vector<std::unique_ptr<uint8_t[]>> copy_bufs_;
+	size_t copy_max_ = SIZE_MAX; /* FI_EFA_RX_COPY_MAX */
+	size_t copy_bytes_ = 0;	     /* in live copies */
+	size_t held_ = 0;	     /* receive buffers kept in place of copies */
+	std::vector<Pkt *> spare_;   /* freed copies of full size, kept for reuse (a few) */
 	IList<Peer> busy_; /* peers with queued packets, or owing one */
 	uint32_t backoff_first_us_ = 0;
 	uint32_t backoff_max_us_ = 0;

@@ -207,7 +207,7 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 			while (!p->voids.empty() && p->voids.front().first == v->msg_id + v->count &&
 			       v->count + p->voids.front().second <= kMaxVoidRun) {
 				v->count += p->voids.front().second;
-				p->voids.pop_front();
+				p->voids.erase(p->voids.begin());
 			}
 			io.on_rnr(pkt, now_ns());
 			return;

@@ -219,7 +219,7 @@ void Ep::void_next(Peer &p, Pkt *pkt)
 		return;
 	}
 	const auto [first, count] = p.voids.front();
-	p.voids.pop_front();
+	p.voids.erase(p.voids.begin());
 	v4::Writer w(pkt->buf, pkt->cap);
 	v4::ExtVoid *h = w.header<v4::ExtVoid>(Type::ExtVoid, v4::kFlagConnId);
 	h->connid = qkey;
@@ -263,7 +263,7 @@ bool Receiver::take_eager(Peer &p, const Parsed &pk)
 	return true;
 }
 
-void Receiver::start_msg(Peer &p, const Pkt &pkt, const Parsed &pk)
+void Receiver::start_msg(Peer &p, Pkt &pkt, const Parsed &pk)
 {
 	if ((pk.type == Type::EagerTagRtm || pk.type == Type::EagerMsgRtm) && take_eager(p, pk))
 		return;
@@ -369,7 +369,7 @@ void Receiver::skip_ids(Peer &p, const Parsed &pk)
 	});
 }
 
-void Receiver::route_segment(Peer &p, const Pkt &pkt, const Parsed &pk)
+void Receiver::route_segment(Peer &p, Pkt &pkt, const Parsed &pk)
 {
 	if (!is_segmented(pk.type)) {
 		drops_.dup++;
@@ -383,7 +383,7 @@ void Receiver::route_segment(Peer &p, const Pkt &pkt, const Parsed &pk)
 	add_segment(*l->m, pkt, pk);
 }
 
-void Receiver::add_segment(MsgRx &m, const Pkt &pkt, const Parsed &pk)
+void Receiver::add_segment(MsgRx &m, Pkt &pkt, const Parsed &pk)
 {
 	if (!take_segment(m, pk)) {
 		/* A segment already taken: counting its bytes twice would complete the message

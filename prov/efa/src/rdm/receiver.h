@@ -41,7 +41,7 @@ public:
 	/* A transmit buffer taken and not used after all. */
 	virtual void rx_put_tx(Pkt *pkt) = 0;
 	/* Copies of received packets held by unmatched messages. */
-	virtual Pkt *rx_copy(const Pkt &pkt) = 0;
+	virtual Pkt *rx_copy(Pkt &pkt) = 0;
 	virtual void rx_free_copy(Pkt *pkt) = 0;
 	/* Senders inserted into the AV since the last look get their fi_addr (before a
 	 * directed receive or peek matches). */
@@ -95,12 +95,12 @@ public:
 	bool busy() const { return msgs_.in_use() != 0; }
 
 	/* Packets (see the top of this file). */
-	void start_msg(Peer &p, const Pkt &pkt, const Parsed &pk);
+	void start_msg(Peer &p, Pkt &pkt, const Parsed &pk);
 	bool take_eager(Peer &p, const Parsed &pk);
 	/* A MEDIUM segment of a message already started (a duplicate when none is). */
-	void route_segment(Peer &p, const Pkt &pkt, const Parsed &pk);
+	void route_segment(Peer &p, Pkt &pkt, const Parsed &pk);
 	/* A MEDIUM segment of m: taken once, held until m is matched, else placed. */
-	void add_segment(MsgRx &m, const Pkt &pkt, const Parsed &pk);
+	void add_segment(MsgRx &m, Pkt &pkt, const Parsed &pk);
 	/* The medium message with id `msg_id` p is sending us, if one is being reassembled. */
 	static MsgLink *active_msg(const Peer &p, uint32_t msg_id)
 	{

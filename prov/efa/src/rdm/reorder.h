@@ -18,6 +18,7 @@
 #ifndef EFA_RDM_REORDER_H
 #define EFA_RDM_REORDER_H
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -56,6 +57,8 @@ public:
 	uint32_t expected() const { return expected_; }
 	size_t queued() const { return queued_; }
 	uint32_t capacity() const { return cap_; }
+	/* The largest ring it has had (tests). */
+	uint32_t peak_capacity() const { return peak_cap_; }
 	uint32_t max_window() const { return max_; }
 	uint32_t reach() const { return max_ > kMinReach ? max_ : kMinReach; }
 
@@ -132,6 +135,7 @@ public:
 		for (T *t = chain; t; t = t->rb_next)
 			queued_--;
 		advance();
+		release_if_empty();
 		return chain;
 	}
 
@@ -155,6 +159,7 @@ public:
 			}
 			advance();
 		}
+		release_if_empty();
 	}
 
 	/* Hands every queued item to release (peer teardown). */
@@ -218,6 +223,15 @@ private:
 		}
 	}
 
+	/* An empty buffer holds no ring (memory per idle peer, fi_efa(7) MEMORY). */
+	void release_if_empty()
+	{
+		if (!queued_ && !overflow_ && cap_) {
+			ring_.reset();
+			cap_ = 0;
+		}
+	}
+
 	void grow(uint32_t need)
 	{
 		uint32_t n = cap_ ? cap_ : kMinSlots;
@@ -229,11 +243,13 @@ private:
 				ring[c->rb_id & (n - 1)] = c;
 		ring_ = std::move(ring);
 		cap_ = n;
+		peak_cap_ = std::max(peak_cap_, n);
 	}
 
 	uint32_t expected_;
 	uint32_t max_;
 	uint32_t cap_ = 0;
+	uint32_t peak_cap_ = 0;
 	size_t queued_ = 0;
 	std::unique_ptr<T *[]> ring_;
 	T *overflow_ = nullptr;
