@@ -75,6 +75,16 @@ struct fi_provider;
 	  "5.13): 'auto' turns it on at the first domain, '1' as well and fi_domain fails when it cannot "  \
 	  "(memory was registered before), '0' leaves it off (a fork() during transfers can then corrupt " \
 	  "them). Not needed, and not used, on newer kernels")                                              \
+	X(report_signal, "report_signal", STR, "",                                                          \
+	  "efa fabric: a signal (SIGUSR1, SIGUSR2, SIGURG, SIGWINCH, SIGPWR, SIGXCPU, SIGPROF, SIGVTALRM or " \
+	  "a number) on which every endpoint writes a hang report at its next progress; unset: none")     \
+	X(report_path, "report_path", STR, "",                                                              \
+	  "efa fabric: file hang reports are appended to (%p: the process id); unset: the libfabric log, " \
+	  "at warning level")                                                                               \
+	X(report_age, "report_age", SIZE, "5",                                                               \
+	  "efa fabric: seconds an operation must have waited to be listed in a hang report")               \
+	X(report_at_close, "report_at_close", BOOL, "0",                                                    \
+	  "efa fabric: write a hang report when an endpoint is closed with operations in progress")        \
 	X(peer_probe_interval, "peer_probe_interval", SIZE, "1000",                                           \
 	  "efa fabric: milliseconds an operation waits on a silent peer before the provider probes it; "   \
 	  "a peer whose device then stops answering is declared unresponsive and everything waiting on "    \

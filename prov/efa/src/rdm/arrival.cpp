@@ -51,6 +51,10 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 	}
 	Peer *p = peer_from_wc(wc, pk);
 	if (p) {
+		io.stats.rx_pkts[pkt->buf[0]]++;
+		io.stats.rx_bytes[pkt->buf[0]] += pkt->len;
+		p->rx_pkts++;
+		p->rx_bytes += pkt->len;
 		peer_heard(*p);
 		p->got_pkt = true;
 		pkt->peer = p;

@@ -105,12 +105,57 @@ int ep_control(fid_t f, int command, void *arg)
 	}
 }
 
+/* FI_EFA_STATS_OPS (fi_ext_efa.h): statistics and hang reports. */
+ssize_t stats_query_ep(fid_ep *f, fi_efa_ep_stats *out, size_t len)
+{
+	Ep *ep = f ? ep_of(&f->fid) : nullptr;
+	if (!ep || !out || !ep->enabled)
+		return -FI_EINVAL;
+	std::lock_guard g(ep->lock);
+	return ep->query_stats(out, len);
+}
+
+ssize_t stats_query_peer(fid_ep *f, fi_addr_t addr, fi_efa_peer_stats *out, size_t len)
+{
+	Ep *ep = f ? ep_of(&f->fid) : nullptr;
+	if (!ep || !out || !ep->enabled)
+		return -FI_EINVAL;
+	std::lock_guard g(ep->lock);
+	return ep->query_peer(addr, out, len);
+}
+
+int stats_report(fid_ep *f, uint64_t min_age_ms)
+{
+	Ep *ep = f ? ep_of(&f->fid) : nullptr;
+	if (!ep || !ep->enabled)
+		return -FI_EINVAL;
+	std::lock_guard g(ep->lock);
+	return ep->report(min_age_ms * 1000000ull, "asked by the application");
+}
+
+fi_efa_ops_stats g_stats_ops = {
+	.size = sizeof(fi_efa_ops_stats),
+	.query_ep = stats_query_ep,
+	.query_peer = stats_query_peer,
+	.report = stats_report,
+};
+
+int ep_ops_open(fid_t f, const char *name, uint64_t flags, void **ops, void *)
+{
+	if (!ep_of(f) || !name || !ops || flags)
+		return -FI_EINVAL;
+	if (strcmp(name, FI_EFA_STATS_OPS))
+		return -FI_ENOSYS;
+	*ops = &g_stats_ops;
+	return 0;
+}
+
 fi_ops g_ep_fi_ops = {
 	.size = sizeof(fi_ops),
 	.close = ep_close,
 	.bind = ep_bind,
 	.control = ep_control,
-	.ops_open = no_ops_open,
+	.ops_open = ep_ops_open,
 	.tostr = nullptr,
 	.ops_set = nullptr,
 };
@@ -220,6 +265,7 @@ int Ep::enable()
 		return -FI_EINVAL;
 	if (int r = check_bindings())
 		return r;
+	install_report_signal();
 	const verbs::Device &dev = *dom->dev;
 	const Params &prm = params();
 	mtu = dev.mtu();
@@ -357,6 +403,8 @@ int Ep::close()
 	if (enabled) {
 		detach(&hook); /* takes the CQs' locks: no completion handler runs after this */
 		std::lock_guard g(lock);
+		if (params().report_at_close && (tx.busy() || rx.busy()))
+			report(0, "fi_close with operations in progress");
 		if (shm) {
 			shm.reset();
 			send_cq()->polled--;

@@ -105,6 +105,12 @@ private:
 	Ep *ep_;
 };
 
+/* Hang reports asked for by signal (FI_EFA_REPORT_SIGNAL): a count each endpoint's
+ * progress compares with the one it last saw (report.cpp). */
+extern std::atomic<uint64_t> g_report_requests;
+/* Installs the FI_EFA_REPORT_SIGNAL handler, once per process. */
+void install_report_signal();
+
 struct Ep : EpBase {
 	static constexpr Magic kMagic = Magic::RdmEp;
 
@@ -309,6 +315,14 @@ struct Ep : EpBase {
 	int post(Pkt *pkt);
 	RawAddr self_addr() const;
 	uint64_t now_ns() const;
+
+	/* Hang reports and statistics (report.cpp, fi_ext_efa.h). */
+	int report(uint64_t min_age_ns, const char *why);
+	ssize_t query_stats(fi_efa_ep_stats *out, size_t len);
+	ssize_t query_peer(fi_addr_t addr, fi_efa_peer_stats *out, size_t len);
+	std::string peer_name(const Peer &p) const;
+	uint64_t reports = 0;	  /* written */
+	uint64_t report_seen = 0; /* g_report_requests when this endpoint last looked */
 
 	/* Completions. */
 	void complete_tx(TxOp &op);

@@ -30,12 +30,23 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <ctime>
 #include <vector>
 
 namespace efa::rdm {
 
 struct Peer;
 struct TxOp;
+/* When an operation started, for hang reports (report.cpp): a coarse clock (a few ms of
+ * resolution, a memory read through the vDSO), so that stamping costs the data path
+ * next to nothing. */
+inline uint64_t coarse_now_ns()
+{
+	timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+}
+
 struct MsgRx;
 
 /* A message's place on its sender's list (Peer::msgs), apart from the list MsgRx itself
@@ -91,11 +102,15 @@ struct Peer : IListNode<Peer> {
 	bool replaced = false; /* dead for good: a new endpoint has its QP number */
 	uint8_t foreign = 0;   /* dead for good: it sent a packet of this protocol version */
 	bool released = false;
+	/* Counters (fi_efa_peer_stats). */
+	uint64_t tx_pkts = 0, tx_bytes = 0, rx_pkts = 0, rx_bytes = 0;
+	uint64_t rnr_received = 0, rnr_resent = 0;
 };
 
 enum class TxKind : uint8_t { Msg, Tagged, Write, Read, Atomic };
 
 struct TxOp : IListNode<TxOp> {
+	uint64_t start_ns = coarse_now_ns();
 	TxKind kind = TxKind::Msg;
 	Proto proto{};
 	Peer *peer = nullptr;
@@ -163,6 +178,7 @@ struct TxOp : IListNode<TxOp> {
 };
 
 struct RxOp : IListNode<RxOp> {
+	uint64_t start_ns = coarse_now_ns();
 	bool tagged = false;
 	fi_addr_t src = FI_ADDR_UNSPEC;
 	uint64_t tag = 0;
@@ -200,6 +216,7 @@ struct RxOp : IListNode<RxOp> {
 enum class RxKind : uint8_t { Eager, Medium, LongCts, LongRead, Shm };
 
 struct MsgRx : IListNode<MsgRx> {
+	uint64_t start_ns = coarse_now_ns();
 	Peer *peer = nullptr;
 	fi_addr_t src = FI_ADDR_NOTAVAIL;
 	RxKind kind = RxKind::Eager;

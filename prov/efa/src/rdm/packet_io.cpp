@@ -192,8 +192,18 @@ int PacketIo::send(Pkt *pkt)
 	Peer &p = *pkt->peer;
 	const verbs::Sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->len, pkt->lkey};
 	const int r = qp_->send(reinterpret_cast<uint64_t>(pkt), p.dest, {&sge, 1}, 0, 0);
-	if (!r)
+	if (!r) {
 		posted(p);
+		const uint8_t type = pkt->len ? pkt->buf[0] : 0;
+		stats.tx_pkts[type]++;
+		stats.tx_bytes[type] += pkt->len;
+		p.tx_pkts++;
+		p.tx_bytes += pkt->len;
+		if (pkt->rnr_tries) {
+			stats.rnr_resent++;
+			p.rnr_resent++;
+		}
+	}
 	return r;
 }
 
@@ -220,7 +230,8 @@ void PacketIo::unbusy(Peer &p)
 void PacketIo::on_rnr(Pkt *pkt, uint64_t now)
 {
 	Peer &p = *pkt->peer;
-	rnr_resends++;
+	stats.rnr_received++;
+	p.rnr_received++;
 	pkt->rnr_tries++;
 	/* The first RNR of a packet is resent at once; repeated ones back the peer off
 	 * for a random, doubling time (protocol.md section 7). */

@@ -132,7 +132,13 @@ public:
 	void resend(uint64_t now, bool (*owes)(void *ctx, Peer &p), void *ctx);
 	bool any_busy() const { return !busy_.empty(); }
 
-	uint64_t rnr_resends = 0;
+	/* Counters (fi_efa_ep_stats): packets by protocol v4 type each way (rx: counted by
+	 * the endpoint), refusals by the peers' devices and packets sent again after one. */
+	struct Stats {
+		uint64_t tx_pkts[256] = {}, tx_bytes[256] = {};
+		uint64_t rx_pkts[256] = {}, rx_bytes[256] = {};
+		uint64_t rnr_received = 0, rnr_resent = 0;
+	} stats;
 
 private:
 	verbs::Qp *qp_ = nullptr;

@@ -8,6 +8,7 @@
 
 #include "efa_errno.h"
 #include "log.h"
+#include "params.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -252,6 +253,10 @@ void Ep::progress()
 {
 	if (!enabled)
 		return;
+	if (const uint64_t asked = g_report_requests.load(std::memory_order_relaxed); asked != report_seen) [[unlikely]] {
+		report_seen = asked;
+		report(params().report_age * 1000000000ull, "signal");
+	}
 	sync_removed();
 	if (shm)
 		shm->progress();

@@ -36,6 +36,7 @@ public:
 				return nullptr;
 			const size_t n = std::min(chunk_, cap_ - made_);
 			chunks_.emplace_back(new Slot[n]);
+			sizes_.push_back(n);
 			for (size_t i = n; i-- > 0;)
 				free_.push_back(&chunks_.back()[i]);
 			made_ += n;
@@ -43,6 +44,7 @@ public:
 		Slot *s = free_.back();
 		free_.pop_back();
 		T *t = new (s->mem) T;
+		s->live = true;
 		used_++;
 		return t;
 	}
@@ -50,19 +52,32 @@ public:
 	void put(T *t)
 	{
 		t->~T();
-		free_.push_back(reinterpret_cast<Slot *>(t));
+		Slot *s = reinterpret_cast<Slot *>(t);
+		s->live = false;
+		free_.push_back(s);
 		used_--;
+	}
+
+	/* Calls f(T &) for each object in use (reports; not on the data path). */
+	template <typename F> void for_each_live(F &&f)
+	{
+		for (size_t c = 0; c < chunks_.size(); c++)
+			for (size_t i = 0; i < sizes_[c]; i++)
+				if (chunks_[c][i].live)
+					f(*reinterpret_cast<T *>(chunks_[c][i].mem));
 	}
 
 	size_t in_use() const { return used_; }
 
 private:
 	struct Slot {
-		alignas(T) unsigned char mem[sizeof(T)];
+		alignas(T) unsigned char mem[sizeof(T)]; /* first: a T* is its Slot* */
+		bool live = false;
 	};
 	size_t cap_, chunk_;
 	size_t made_ = 0, used_ = 0;
 	std::vector<std::unique_ptr<Slot[]>> chunks_;
+	std::vector<size_t> sizes_; /* of each chunk */
 	std::vector<Slot *> free_;
 };
 

@@ -150,6 +150,9 @@ public:
 	static bool take_segment(MsgRx &m, const Parsed &pk);
 
 	Matcher<RxOp, MsgRx> &matcher() { return match_; }
+	/* Each posted receive and each message arriving or unexpected (reports). */
+	template <typename F> void for_each_recv(F &&f) { rxops_.for_each_live(f); }
+	template <typename F> void for_each_msg(F &&f) { msgs_.for_each_live(f); }
 
 private:
 	ssize_t peek(const RecvArgs &a);

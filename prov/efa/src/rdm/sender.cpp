@@ -106,6 +106,7 @@ ssize_t Sender::send(const SendArgs &a)
 	/* An eager inject needs no operation entry: nothing completes it and its data is in
 	 * the packet (FI_RM_DISABLED keeps the entry, which an RNR fails). */
 	if (inject && proto == Proto::Eager && p->hs_sent && cfg_.rm_enabled && !(a.flags & FI_DELIVERY_COMPLETE)) {
+		counts.inject++;
 		post_inject(*p, a, len, flags);
 		return 0;
 	}
@@ -126,8 +127,10 @@ ssize_t Sender::send(const SendArgs &a)
 	/* The read-based protocol, unless the buffer cannot be registered: then long-CTS
 	 * with the same message id (nothing was sent yet). */
 	if (proto == Proto::LongRead) {
-		if (!longread_send(*op, flags))
+		if (!longread_send(*op, flags)) {
+			counts.longread++;
 			return 0;
+		}
 		proto = op->proto = Proto::LongCts;
 	}
 	/* The RECEIPT of a delivery-complete message names its send id (long-CTS takes one
@@ -136,9 +139,18 @@ ssize_t Sender::send(const SendArgs &a)
 		op->id = ids_.add(op);
 
 	switch (proto) {
-	case Proto::Eager: post_eager(*op, flags); break;
-	case Proto::Medium: post_medium(*op, flags, medium_seg); break;
-	default: post_longcts(*op, flags, cfg_.mtu - kLongCtsHdrMax - opt); break;
+	case Proto::Eager:
+		counts.eager++;
+		post_eager(*op, flags);
+		break;
+	case Proto::Medium:
+		counts.medium++;
+		post_medium(*op, flags, medium_seg);
+		break;
+	default:
+		counts.longcts++;
+		post_longcts(*op, flags, cfg_.mtu - kLongCtsHdrMax - opt);
+		break;
 	}
 	return 0;
 }

@@ -150,6 +150,12 @@ public:
 			pump_pending();
 	}
 	size_t in_use() const { return ops_.in_use(); }
+	/* Protocol chosen per send through the device (fi_efa_ep_stats). */
+	struct Counts {
+		uint64_t inject = 0, eager = 0, medium = 0, longcts = 0, longread = 0;
+	} counts;
+	/* Each operation in progress (reports). */
+	template <typename F> void for_each_op(F &&f) { ops_.for_each_live(f); }
 	bool busy() const { return ops_.in_use() != 0; }
 
 private:
