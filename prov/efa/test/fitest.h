@@ -14,6 +14,9 @@
 #include <criterion/criterion.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 
 #include <cstdlib>
@@ -73,6 +76,54 @@ inline void open_fabric(fi_info *info, fid_fabric **fab, fid_domain **dom = null
 	cr_assert_eq(fi_fabric(info->fabric_attr, fab, nullptr), 0);
 	if (dom)
 		cr_assert_eq(fi_domain(*fab, info, dom, nullptr), 0);
+}
+
+/* One RDM endpoint on its own domain, AV (FI_AV_TABLE) and CQ (tagged format, both
+ * directions), enabled, with its name; `peer` is for the caller's fi_av_insert. */
+struct Side {
+	fid_domain *dom = nullptr;
+	fid_av *av = nullptr;
+	fid_cq *cq = nullptr;
+	fid_ep *ep = nullptr;
+	uint8_t name[64] = {};
+	fi_addr_t peer = FI_ADDR_NOTAVAIL;
+};
+
+inline void open_side(fid_fabric *fab, fi_info *info, Side &s, size_t cq_size = 0)
+{
+	cr_assert_eq(fi_domain(fab, info, &s.dom, nullptr), 0);
+	fi_av_attr aa{};
+	aa.type = FI_AV_TABLE;
+	cr_assert_eq(fi_av_open(s.dom, &aa, &s.av, nullptr), 0);
+	fi_cq_attr ca{};
+	ca.format = FI_CQ_FORMAT_TAGGED;
+	ca.size = cq_size;
+	cr_assert_eq(fi_cq_open(s.dom, &ca, &s.cq, nullptr), 0);
+	cr_assert_eq(fi_endpoint(s.dom, info, &s.ep, nullptr), 0);
+	cr_assert_eq(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	cr_assert_eq(fi_ep_bind(s.ep, &s.av->fid, 0), 0);
+	cr_assert_eq(fi_enable(s.ep), 0);
+	size_t len = sizeof s.name;
+	cr_assert_eq(fi_getname(&s.ep->fid, s.name, &len), 0);
+}
+
+/* Closes what open_side opened (each must close: nothing else is left open on them). */
+inline void close_side(Side &s)
+{
+	cr_assert_eq(fi_close(&s.ep->fid), 0);
+	cr_assert_eq(fi_close(&s.cq->fid), 0);
+	cr_assert_eq(fi_close(&s.av->fid), 0);
+	cr_assert_eq(fi_close(&s.dom->fid), 0);
+	s = Side{};
+}
+
+/* Two sides that know each other. */
+inline void open_pair(fid_fabric *fab, fi_info *info, Side &a, Side &b, size_t cq_size = 0)
+{
+	open_side(fab, info, a, cq_size);
+	open_side(fab, info, b, cq_size);
+	cr_assert_eq(fi_av_insert(a.av, b.name, 1, &a.peer, 0, nullptr), 1);
+	cr_assert_eq(fi_av_insert(b.av, a.name, 1, &b.peer, 0, nullptr), 1);
 }
 
 } // namespace fitest

@@ -38,35 +38,21 @@
 
 namespace {
 
-struct Side {
-	fid_domain *dom = nullptr;
-	fid_av *av = nullptr;
-	fid_cq *cq = nullptr;
-	fid_ep *ep = nullptr;
-	uint8_t name[64] = {};
-	fi_addr_t peer = FI_ADDR_NOTAVAIL;
-};
+using fitest::Side;
 
 fi_info *g_info;
 fid_fabric *g_fab;
 Side g_ini, g_tgt;
 
-void open_side(Side &s)
+void open_side(Side &s) { fitest::open_side(g_fab, g_info, s, 1024); }
+
+void close_all()
 {
-	cr_assert_eq(fi_domain(g_fab, g_info, &s.dom, nullptr), 0);
-	fi_av_attr aa{};
-	aa.type = FI_AV_TABLE;
-	cr_assert_eq(fi_av_open(s.dom, &aa, &s.av, nullptr), 0);
-	fi_cq_attr ca{};
-	ca.format = FI_CQ_FORMAT_TAGGED;
-	ca.size = 1024;
-	cr_assert_eq(fi_cq_open(s.dom, &ca, &s.cq, nullptr), 0);
-	cr_assert_eq(fi_endpoint(s.dom, g_info, &s.ep, nullptr), 0);
-	cr_assert_eq(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT | FI_RECV), 0);
-	cr_assert_eq(fi_ep_bind(s.ep, &s.av->fid, 0), 0);
-	cr_assert_eq(fi_enable(s.ep), 0);
-	size_t len = sizeof s.name;
-	cr_assert_eq(fi_getname(&s.ep->fid, s.name, &len), 0);
+	for (Side *s : {&g_ini, &g_tgt})
+		if (s->ep)
+			fitest::close_side(*s);
+	cr_assert_eq(fi_close(&g_fab->fid), 0);
+	fi_freeinfo(g_info);
 }
 
 void open_pair(bool shm)
@@ -74,23 +60,7 @@ void open_pair(bool shm)
 	setenv("FI_EFA_ENABLE_SHM_TRANSFER", shm ? "1" : "0", 1);
 	g_info = fitest::getinfo("efa", FI_TAGGED | FI_RMA);
 	fitest::open_fabric(g_info, &g_fab);
-	open_side(g_ini);
-	open_side(g_tgt);
-	cr_assert_eq(fi_av_insert(g_ini.av, g_tgt.name, 1, &g_ini.peer, 0, nullptr), 1);
-	cr_assert_eq(fi_av_insert(g_tgt.av, g_ini.name, 1, &g_tgt.peer, 0, nullptr), 1);
-}
-
-void close_pair()
-{
-	for (Side *s : {&g_ini, &g_tgt}) {
-		cr_assert_eq(fi_close(&s->ep->fid), 0);
-		cr_assert_eq(fi_close(&s->cq->fid), 0);
-		cr_assert_eq(fi_close(&s->av->fid), 0);
-		cr_assert_eq(fi_close(&s->dom->fid), 0);
-		*s = Side{};
-	}
-	cr_assert_eq(fi_close(&g_fab->fid), 0);
-	fi_freeinfo(g_info);
+	fitest::open_pair(g_fab, g_info, g_ini, g_tgt, 1024);
 }
 
 /* Every protocol on the software device: eager, medium (up to 16 KiB), read-based. */
@@ -289,7 +259,64 @@ void stream_with_forks(bool shm)
 	cr_assert_eq(memcmp(back.data(), src.data(), kRma * kSlot), 0, "slots read back");
 	for (fid_mr *m : {smr, dmr, rmr, bmr})
 		cr_assert_eq(fi_close(&m->fid), 0);
-	close_pair();
+	close_all();
+}
+
+/* In a fork() child (no Criterion there): its own fabric and two endpoints, one message
+ * between them. 0, or the step that failed. */
+int child_opens_its_own()
+{
+	fi_info *hints = fi_allocinfo(), *info = nullptr;
+	hints->caps = FI_TAGGED;
+	hints->mode = FI_CONTEXT | FI_CONTEXT2;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->domain_attr->mr_mode = int(fitest::kMrMode);
+	hints->fabric_attr->prov_name = strdup("efa");
+	hints->fabric_attr->name = strdup("efa");
+	const int r = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
+	fi_freeinfo(hints);
+	if (r)
+		return 10;
+	fid_fabric *fab;
+	if (fi_fabric(info->fabric_attr, &fab, nullptr))
+		return 11;
+	fid_domain *dom[2];
+	fid_av *av[2];
+	fid_cq *cq[2];
+	fid_ep *ep[2];
+	uint8_t name[2][64];
+	for (int i = 0; i < 2; i++) {
+		fi_av_attr aa{};
+		fi_cq_attr ca{};
+		ca.format = FI_CQ_FORMAT_TAGGED;
+		size_t len = sizeof name[i];
+		if (fi_domain(fab, info, &dom[i], nullptr) || fi_av_open(dom[i], &aa, &av[i], nullptr) ||
+		    fi_cq_open(dom[i], &ca, &cq[i], nullptr) || fi_endpoint(dom[i], info, &ep[i], nullptr) ||
+		    fi_ep_bind(ep[i], &cq[i]->fid, FI_TRANSMIT | FI_RECV) || fi_ep_bind(ep[i], &av[i]->fid, 0) ||
+		    fi_enable(ep[i]) || fi_getname(&ep[i]->fid, name[i], &len))
+			return 12 + i;
+	}
+	fi_addr_t to;
+	if (fi_av_insert(av[0], name[1], 1, &to, 0, nullptr) != 1)
+		return 14;
+	char out[32] = "from the child", in[32] = {};
+	if (fi_trecv(ep[1], in, sizeof in, nullptr, FI_ADDR_UNSPEC, 3, 0, nullptr) ||
+	    fi_tsend(ep[0], out, sizeof out, nullptr, to, 3, nullptr))
+		return 15;
+	int done = 0;
+	for (long i = 0; i < 100000000 && done < 2; i++) {
+		fi_cq_tagged_entry e;
+		done += fi_cq_read(cq[0], &e, 1) == 1;
+		done += fi_cq_read(cq[1], &e, 1) == 1;
+	}
+	if (done < 2 || strcmp(in, out))
+		return 16;
+	for (int i = 0; i < 2; i++)
+		if (fi_close(&ep[i]->fid) || fi_close(&cq[i]->fid) || fi_close(&av[i]->fid) || fi_close(&dom[i]->fid))
+			return 17;
+	fi_close(&fab->fid);
+	fi_freeinfo(info);
+	return 0;
 }
 
 /* Bytes of this process's mappings that a fork() child does not get. */
@@ -347,6 +374,33 @@ Test(fork, streaming_survives_children_of_every_kind) { stream_with_forks(false)
 
 Test(fork, streaming_through_shm_survives_children_of_every_kind) { stream_with_forks(true); }
 
+/* A child that opens the provider anew gets devices of its own (the parent's are
+ * forgotten, not used); the parent's endpoints work on after it. */
+Test(fork, child_opens_its_own_endpoints)
+{
+	fitest::use_provider();
+	open_pair(false);
+	std::vector<uint8_t> buf(64, 1), in(64);
+	for (int round = 0; round < 2; round++) {
+		Progress p;
+		post([&] { return fi_trecv(g_tgt.ep, in.data(), 64, nullptr, FI_ADDR_UNSPEC, 0, 0, nullptr); }, p);
+		post([&] { return fi_tsend(g_ini.ep, buf.data(), 64, nullptr, g_ini.peer, 0, nullptr); }, p);
+		while (p.sends < 1 || p.recvs < 1)
+			poll(p);
+		if (round)
+			break;
+		fflush(nullptr);
+		const pid_t pid = fork();
+		if (!pid)
+			_exit(child_opens_its_own());
+		int st = 0;
+		cr_assert_eq(waitpid(pid, &st, 0), pid);
+		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child's own endpoints: status %#x (step %d)", st,
+			  WEXITSTATUS(st));
+	}
+	close_all();
+}
+
 Test(fork, packet_pools_are_not_inherited)
 {
 	fitest::use_provider();
@@ -359,12 +413,7 @@ Test(fork, packet_pools_are_not_inherited)
 	/* 256 receive and 256 transmit buffers of one MTU (8,928 bytes) by default. */
 	cr_assert_geq(after - before, size_t(512) * 8928, "MADV_DONTFORK bytes: %zu before the endpoint, %zu after",
 		      before, after);
-	fi_close(&g_ini.ep->fid);
-	fi_close(&g_ini.cq->fid);
-	fi_close(&g_ini.av->fid);
-	fi_close(&g_ini.dom->fid);
-	fi_close(&g_fab->fid);
-	fi_freeinfo(g_info);
+	close_all();
 	cr_assert_leq(dontfork_bytes(), before + 4096, "the pools are given back at close");
 }
 
@@ -414,11 +463,6 @@ Test(fork, old_kernel_fork_support_turned_on_by_the_first_domain, .init = [] { s
 			cr_assert(!is_dontfork(inner, size_t(pg)));
 		}
 	}
-	fi_close(&g_tgt.ep->fid);
-	fi_close(&g_tgt.cq->fid);
-	fi_close(&g_tgt.av->fid);
-	fi_close(&g_tgt.dom->fid);
-	g_tgt = Side{};
 	/* The application's registration is now MADV_DONTFORK, while registered. */
 	const long page = sysconf(_SC_PAGESIZE);
 	std::vector<uint8_t> buf(size_t(page) * 4);
@@ -428,12 +472,7 @@ Test(fork, old_kernel_fork_support_turned_on_by_the_first_domain, .init = [] { s
 	cr_assert(is_dontfork(aligned, size_t(page) * 2));
 	cr_assert_eq(fi_close(&mr->fid), 0);
 	cr_assert(!is_dontfork(aligned, size_t(page) * 2));
-	fi_close(&g_ini.ep->fid);
-	fi_close(&g_ini.cq->fid);
-	fi_close(&g_ini.av->fid);
-	fi_close(&g_ini.dom->fid);
-	fi_close(&g_fab->fid);
-	fi_freeinfo(g_info);
+	close_all();
 }
 
 Test(fork, old_kernel_fork_safe_0_leaves_it_off, .init = [] {
@@ -446,12 +485,7 @@ Test(fork, old_kernel_fork_safe_0_leaves_it_off, .init = [] {
 	fitest::open_fabric(g_info, &g_fab);
 	open_side(g_ini);
 	cr_assert_eq(sim_fn<ibv_fork_status (*)()>("ibv_is_fork_initialized")(), IBV_FORK_DISABLED);
-	fi_close(&g_ini.ep->fid);
-	fi_close(&g_ini.cq->fid);
-	fi_close(&g_ini.av->fid);
-	fi_close(&g_ini.dom->fid);
-	fi_close(&g_fab->fid);
-	fi_freeinfo(g_info);
+	close_all();
 }
 
 /* FI_EFA_FORK_SAFE=1 where memory was registered before the first domain (here by a

@@ -26,44 +26,11 @@
 
 namespace {
 
-struct Side {
-	fid_domain *dom = nullptr;
-	fid_av *av = nullptr;
-	fid_cq *cq = nullptr;
-	fid_ep *ep = nullptr;
-	uint8_t name[64] = {};
-	fi_addr_t peer = FI_ADDR_NOTAVAIL;
-};
+using fitest::Side;
 
 fi_info *g_info;
 fid_fabric *g_fab;
 Side g_tx, g_rx;
-
-void open_side(Side &s)
-{
-	cr_assert_eq(fi_domain(g_fab, g_info, &s.dom, nullptr), 0);
-	fi_av_attr aa{};
-	aa.type = FI_AV_TABLE;
-	cr_assert_eq(fi_av_open(s.dom, &aa, &s.av, nullptr), 0);
-	fi_cq_attr ca{};
-	ca.format = FI_CQ_FORMAT_TAGGED;
-	ca.size = 4096;
-	cr_assert_eq(fi_cq_open(s.dom, &ca, &s.cq, nullptr), 0);
-	cr_assert_eq(fi_endpoint(s.dom, g_info, &s.ep, nullptr), 0);
-	cr_assert_eq(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT | FI_RECV), 0);
-	cr_assert_eq(fi_ep_bind(s.ep, &s.av->fid, 0), 0);
-	cr_assert_eq(fi_enable(s.ep), 0);
-	size_t len = sizeof s.name;
-	cr_assert_eq(fi_getname(&s.ep->fid, s.name, &len), 0);
-}
-
-void close_side(Side &s)
-{
-	fi_close(&s.ep->fid);
-	fi_close(&s.cq->fid);
-	fi_close(&s.av->fid);
-	fi_close(&s.dom->fid);
-}
 
 size_t heap_in_use()
 {
@@ -100,9 +67,7 @@ Test(memory, unexpected_flood_is_bounded_and_delivered, .timeout = 120, .init = 
 	setenv("FI_EFA_ENABLE_SHM_TRANSFER", "0", 1);
 	g_info = fitest::getinfo("efa", FI_TAGGED);
 	fitest::open_fabric(g_info, &g_fab);
-	open_side(g_tx);
-	open_side(g_rx);
-	cr_assert_eq(fi_av_insert(g_tx.av, g_rx.name, 1, &g_tx.peer, 0, nullptr), 1);
+	fitest::open_pair(g_fab, g_info, g_tx, g_rx, 4096);
 
 	constexpr size_t kMsgs = 3000, kLen = 4096;
 	std::vector<uint8_t> src(kMsgs * kLen), dst(kMsgs * kLen, 0);
@@ -156,8 +121,8 @@ Test(memory, unexpected_flood_is_bounded_and_delivered, .timeout = 120, .init = 
 	cr_assert_eq(memcmp(src.data(), dst.data(), src.size()), 0, "data");
 	cr_assert_lt(heap_in_use(), before + (size_t(2) << 20), "copies not given back: %zu bytes over the start",
 		     heap_in_use() - before);
-	close_side(g_tx);
-	close_side(g_rx);
+	fitest::close_side(g_tx);
+	fitest::close_side(g_rx);
 	fi_close(&g_fab->fid);
 	fi_freeinfo(g_info);
 }

@@ -28,44 +28,13 @@
 
 namespace {
 
-struct Side {
-	fid_domain *dom = nullptr;
-	fid_av *av = nullptr;
-	fid_cq *cq = nullptr;
-	fid_ep *ep = nullptr;
-	uint8_t name[64] = {};
-	fi_addr_t peer = FI_ADDR_NOTAVAIL;
-};
+using fitest::Side;
+using fitest::close_side;
 
 fi_info *g_info;
 fid_fabric *g_fab;
 Side g_a, g_b;
 std::string g_path;
-
-void open_side(Side &s)
-{
-	cr_assert_eq(fi_domain(g_fab, g_info, &s.dom, nullptr), 0);
-	fi_av_attr aa{};
-	aa.type = FI_AV_TABLE;
-	cr_assert_eq(fi_av_open(s.dom, &aa, &s.av, nullptr), 0);
-	fi_cq_attr ca{};
-	ca.format = FI_CQ_FORMAT_TAGGED;
-	cr_assert_eq(fi_cq_open(s.dom, &ca, &s.cq, nullptr), 0);
-	cr_assert_eq(fi_endpoint(s.dom, g_info, &s.ep, nullptr), 0);
-	cr_assert_eq(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT | FI_RECV), 0);
-	cr_assert_eq(fi_ep_bind(s.ep, &s.av->fid, 0), 0);
-	cr_assert_eq(fi_enable(s.ep), 0);
-	size_t len = sizeof s.name;
-	cr_assert_eq(fi_getname(&s.ep->fid, s.name, &len), 0);
-}
-
-void close_side(Side &s)
-{
-	cr_assert_eq(fi_close(&s.ep->fid), 0);
-	fi_close(&s.cq->fid);
-	fi_close(&s.av->fid);
-	fi_close(&s.dom->fid);
-}
 
 void setup()
 {
@@ -79,10 +48,7 @@ void setup()
 	setenv("FI_EFA_ENABLE_SHM_TRANSFER", "0", 1);
 	g_info = fitest::getinfo("efa", FI_TAGGED);
 	fitest::open_fabric(g_info, &g_fab);
-	open_side(g_a);
-	open_side(g_b);
-	cr_assert_eq(fi_av_insert(g_a.av, g_b.name, 1, &g_a.peer, 0, nullptr), 1);
-	cr_assert_eq(fi_av_insert(g_b.av, g_a.name, 1, &g_b.peer, 0, nullptr), 1);
+	fitest::open_pair(g_fab, g_info, g_a, g_b);
 }
 
 void teardown()
