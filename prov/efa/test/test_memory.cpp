@@ -126,3 +126,37 @@ Test(memory, unexpected_flood_is_bounded_and_delivered, .timeout = 120, .init = 
 	fi_close(&g_fab->fid);
 	fi_freeinfo(g_info);
 }
+
+/* An endpoint closed while it holds receive buffers and copies for unexpected messages
+ * nobody received: the close releases them (no repost to a destroyed QP, no copy left
+ * behind), and the sender's endpoint closes too. */
+Test(memory, close_with_unexpected_messages_held, .timeout = 60, .init = [] {
+	setenv("FI_EFA_RX_COPY_MAX", "65536", 1);
+	setenv("FI_EFA_MAX_TIMEOUT", "2000", 1);
+})
+{
+	fitest::use_provider();
+	setenv("FI_EFA_ENABLE_SHM_TRANSFER", "0", 1);
+	g_info = fitest::getinfo("efa", FI_TAGGED);
+	fitest::open_fabric(g_info, &g_fab);
+	fitest::open_pair(g_fab, g_info, g_tx, g_rx, 4096);
+	constexpr size_t kMsgs = 600, kLen = 2048;
+	std::vector<uint8_t> src(kLen, 3);
+	size_t posted = 0;
+	int stuck = 0;
+	while (posted < kMsgs && stuck < 20000) {
+		if (fi_tsend(g_tx.ep, src.data(), kLen, nullptr, g_tx.peer, posted, nullptr) == 0) {
+			posted++;
+			stuck = 0;
+		} else {
+			stuck++;
+		}
+		drain(g_tx.cq);
+		cr_assert_eq(drain(g_rx.cq), 0);
+	}
+	cr_assert_lt(posted, kMsgs, "nothing was held");
+	fitest::close_side(g_rx);
+	fitest::close_side(g_tx);
+	fi_close(&g_fab->fid);
+	fi_freeinfo(g_info);
+}

@@ -111,13 +111,21 @@ void PacketIo::repost(Pkt *pkt)
 	}
 }
 
+/* A copy: a link among the endpoint's copies (PacketIo::copies_), its Pkt and `cap`
+ * bytes of buffer, in one allocation. */
+struct CopyLink {
+	CopyLink *prev, *next;
+};
+static_assert(sizeof(CopyLink) % alignof(Pkt) == 0);
+
 namespace {
 
-/* A copy: its Pkt and `cap` bytes of buffer in one allocation. */
+CopyLink *link_of(Pkt *c) { return reinterpret_cast<CopyLink *>(c) - 1; }
+
 Pkt *new_copy(size_t cap)
 {
-	void *mem = ::operator new(sizeof(Pkt) + cap);
-	Pkt *c = new (mem) Pkt();
+	void *mem = ::operator new(sizeof(CopyLink) + sizeof(Pkt) + cap);
+	Pkt *c = new (static_cast<CopyLink *>(mem) + 1) Pkt();
 	c->buf = reinterpret_cast<uint8_t *>(c + 1);
 	c->cap = uint32_t(cap);
 	c->kind = Pkt::Kind::Copy;
@@ -127,7 +135,7 @@ Pkt *new_copy(size_t cap)
 void delete_copy(Pkt *c)
 {
 	c->~Pkt();
-	::operator delete(c);
+	::operator delete(link_of(c));
 }
 
 /* Spare full-size copies kept for reuse; the rest go back to the heap. */
@@ -154,6 +162,14 @@ Pkt *PacketIo::copy_of(Pkt &pkt, bool bounded)
 	} else {
 		c = new_copy(pkt.len > size_ / 2 ? size_ : pkt.len);
 	}
+	/* Among the live copies, so that the endpoint frees those still held at its end
+	 * (an unexpected message nobody received). */
+	CopyLink *l = link_of(c);
+	l->prev = nullptr;
+	l->next = copies_;
+	if (copies_)
+		copies_->prev = l;
+	copies_ = l;
 	std::memcpy(c->buf, pkt.buf, pkt.len);
 	c->len = pkt.len;
 	c->peer = pkt.peer;
@@ -169,10 +185,15 @@ void PacketIo::free_copy(Pkt *c)
 	if (c->held) {
 		c->held = false;
 		held_--;
-		repost(c);
+		if (qp_ && qp_->get()) /* not once the endpoint's QP is gone (fi_close) */
+			repost(c);
 		return;
 	}
 	copy_bytes_ -= c->cap;
+	CopyLink *l = link_of(c);
+	(l->prev ? l->prev->next : copies_) = l->next;
+	if (l->next)
+		l->next->prev = l->prev;
 	if (c->cap == size_ && spare_.size() < kSpareCopies)
 		spare_.push_back(c);
 	else
@@ -183,6 +204,11 @@ PacketIo::~PacketIo()
 {
 	for (Pkt *c : spare_)
 		delete_copy(c);
+	while (copies_) {
+		CopyLink *next = copies_->next;
+		delete_copy(reinterpret_cast<Pkt *>(copies_ + 1));
+		copies_ = next;
+	}
 }
 
 void PacketIo::posted(Peer &p) { p.posted++; }

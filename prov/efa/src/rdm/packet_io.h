@@ -36,6 +36,7 @@ namespace efa::rdm {
 struct Peer;
 struct TxOp;
 struct MsgRx;
+struct CopyLink;
 
 struct Pkt : IListNode<Pkt>, ReorderLink<Pkt> {
 	enum class Kind : uint8_t { Rx, Tx, Copy };
@@ -148,6 +149,7 @@ private:
 	size_t copy_bytes_ = 0;	     /* in live copies */
 	size_t held_ = 0;	     /* receive buffers kept in place of copies */
 	std::vector<Pkt *> spare_;   /* freed copies of full size, kept for reuse (a few) */
+	CopyLink *copies_ = nullptr; /* the live copies (packet_io.cpp) */
 	IList<Peer> busy_; /* peers with queued packets, or owing one */
 	uint32_t backoff_first_us_ = 0;
 	uint32_t backoff_max_us_ = 0;
