@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -431,8 +432,10 @@ struct Peer {
 	uint32_t rx_epoch;
 	uint32_t rx_base;      /* every seq below is received (or abandoned by the sender) */
 	uint32_t rx_highest;
-	std::array<uint64_t, kRxWindow / 64> rx_bits; /* bit (seq - rx_base) */
-	uint32_t rx_words;     /* rx_bits[rx_words..] are zero */
+	/* Bit (seq - rx_base) of the numbers received beyond rx_base, kRxWindow / 64 words;
+	 * only while some are (in-order arrivals need none): an idle peer holds none. */
+	std::unique_ptr<uint64_t[]> rx_bits;
+	uint32_t rx_words;     /* rx_bits[rx_words..] are zero (0: no rx_bits) */
 	/* Refused sequence numbers, by seq % kRxWindow (every seq that can still arrive lies
 	 * in the window, so no two share a slot); allocated at the first refusal. */
 	std::vector<NakRecord> naks;

@@ -96,7 +96,7 @@ void header(Runtime *rt, Peer *p, WireHdr &h, uint8_t type, uint32_t body_len)
 		/* Selective bit i is receive bit i + 1 (bit 0, rx_base itself, is never set). */
 		static_assert(kSackBits % 64 == 0 && kSackBits < kRxWindow);
 		for (unsigned w = 0; w < kSackBits / 64; w++)
-			h.ack_sack[w] = p->rx_bits[w] >> 1 | p->rx_bits[w + 1] << 63;
+			h.ack_sack[w] = p->rx_bits ? p->rx_bits[w] >> 1 | p->rx_bits[w + 1] << 63 : 0;
 		p->ack_pending = 0;
 		p->ack_due_ns = 0;
 	}
@@ -691,7 +691,6 @@ void rx_advance_to(Peer *p, uint32_t to)
 		return;
 	uint32_t shift = to - p->rx_base;
 	if (shift >= kRxWindow) {
-		p->rx_bits.fill(0);
 		p->rx_words = 0;
 	} else {
 		/* shift the bitmap down by `shift` bits (words from rx_words up are zero) */
@@ -728,11 +727,19 @@ void rx_advance_to(Peer *p, uint32_t to)
 	}
 	if (n)
 		rx_advance_to(p, to + n);
+	else if (!p->rx_words)
+		p->rx_bits.reset();
 }
 
 void rx_mark(Peer *p, uint32_t seq)
 {
 	uint32_t d = seq - p->rx_base;
+	if (d == 0 && !p->rx_words) {
+		rx_advance_to(p, p->rx_base + 1); /* in order, nothing received beyond: no bitmap */
+		return;
+	}
+	if (!p->rx_bits)
+		p->rx_bits.reset(new uint64_t[kRxWindow / 64]());
 	p->rx_bits[d / 64] |= 1ull << (d % 64);
 	p->rx_words = std::max(p->rx_words, d / 64 + 1);
 	if (d == 0)
@@ -805,7 +812,7 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 		p->rx_epoch = h->epoch;
 		p->rx_base = h->snd_una;
 		p->rx_highest = h->snd_una;
-		p->rx_bits.fill(0);
+		p->rx_bits.reset();
 		p->rx_words = 0;
 		naks_clear(p);
 	}
@@ -829,7 +836,7 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 	const uint32_t d = seq - p->rx_base;
 	if (d >= kRxWindow)
 		return; /* beyond the window: the sender will retransmit */
-	if (p->rx_bits[d / 64] >> (d % 64) & 1) {
+	if (p->rx_bits && p->rx_bits[d / 64] >> (d % 64) & 1) {
 		stats.duplicates++;
 		schedule_ack();
 		return;
