@@ -188,3 +188,45 @@ Test(report_close, at_close_with_operations_left, .init = setup_at_close, .fini 
 		  "no report at close:\n%s", rep.c_str());
 	close_side(g_b);
 }
+
+/* A sender whose packets the receiver refuses (it holds all its receive buffers for
+ * unexpected messages: FI_EFA_RX_COPY_MAX) reports them queued, with the next retry. */
+void setup_rnr()
+{
+	setenv("FI_EFA_RX_COPY_MAX", "16384", 1);
+	setenv("FI_EFA_TIMEOUT_INTERVAL", "200000", 1); /* a first backoff of 200 ms */
+	setup();
+}
+
+Test(report_rnr, names_packets_queued_after_receiver_not_ready, .init = setup_rnr, .fini = teardown, .timeout = 60)
+{
+	exchange_one(64);
+	std::vector<uint8_t> src(2048, 5);
+	int stuck = 0;
+	size_t posted = 0;
+	fi_cq_tagged_entry e;
+	while (stuck < 20000 && posted < 5000) {
+		if (fi_tsend(g_a.ep, src.data(), src.size(), nullptr, g_a.peer, 0x100 + posted, nullptr) == 0) {
+			posted++;
+			stuck = 0;
+		} else {
+			stuck++;
+		}
+		fi_cq_read(g_a.cq, &e, 1);
+		cr_assert_eq(fi_cq_read(g_b.cq, &e, 1), -FI_EAGAIN);
+	}
+	cr_assert_lt(posted, 5000u, "the receiver never refused");
+	fi_efa_ops_stats *ops = stats_ops(g_a.ep);
+	cr_assert_eq(ops->report(g_a.ep, 0), 0);
+	const std::string rep = read_report();
+	cr_assert(rep.find("queued after receiver-not-ready, next retry in") != std::string::npos,
+		  "the refused packets are not named:\n%s", rep.c_str());
+	fi_efa_ep_stats st{};
+	ops->query_ep(g_a.ep, &st, sizeof st);
+	cr_assert_gt(st.rnr_received, 0u);
+	fi_efa_ep_stats sb{};
+	ops->query_ep(g_b.ep, &sb, sizeof sb);
+	cr_assert_gt(sb.rx_held, 0u, "the receiver holds no buffer");
+	close_side(g_a);
+	close_side(g_b);
+}

@@ -87,8 +87,14 @@ const char *proto_name(Proto p)
 	return "?";
 }
 
-/* What a transmit operation waits for now. */
-std::string tx_state(const TxOp &op)
+/* Microseconds until a peer's next retry after receiver-not-ready (0: now). */
+uint64_t retry_in_us(const Peer &p, uint64_t now)
+{
+	return p.backoff_until > now ? (p.backoff_until - now) / 1000 : 0;
+}
+
+/* What a transmit operation waits for now (`now`: Ep::now_ns). */
+std::string tx_state(const TxOp &op, uint64_t now)
 {
 	std::string s;
 	const Peer *p = op.peer;
@@ -97,8 +103,8 @@ std::string tx_state(const TxOp &op)
 	if (p && p->hs_sent && !p->hs_got)
 		s += "handshake pending (no HANDSHAKE from the peer yet); ";
 	if (p && !p->queued.empty())
-		appendf(s, "%zu packets to the peer queued after receiver-not-ready, backoff %u us; ", p->queued.size(),
-			p->backoff_us);
+		appendf(s, "%zu packets to the peer queued after receiver-not-ready, next retry in %lu us; ",
+			p->queued.size(), (unsigned long)retry_in_us(*p, now));
 	if (op.responder) {
 		appendf(s, "answering a read: sent %lu of %lu bytes", (unsigned long)op.sent, (unsigned long)op.len);
 		return s;
@@ -186,7 +192,7 @@ std::string Ep::peer_name(const Peer &p) const
 
 int Ep::report(uint64_t min_age_ns, const char *why)
 {
-	const uint64_t now = coarse_now_ns();
+	const uint64_t now = coarse_now_ns(), fine_now = now_ns();
 	std::string out;
 	appendf(out, "efa report (%s): pid %d, endpoint %s, %zu transmit operations, operations older than %.1f s:\n",
 		why, int(getpid()), addr_to_string(self_addr()).c_str(), tx.in_use(), secs(min_age_ns));
@@ -200,7 +206,8 @@ int Ep::report(uint64_t min_age_ns, const char *why)
 			op.peer ? peer_name(*op.peer).c_str() : "?", proto_name(op.proto));
 		if (op.kind == TxKind::Tagged)
 			appendf(out, ", tag %#lx", (unsigned long)op.tag);
-		appendf(out, ", message id %u, age %.1f s: %s\n", op.msg_id, secs(now - op.start_ns), tx_state(op).c_str());
+		appendf(out, ", message id %u, age %.1f s: %s\n", op.msg_id, secs(now - op.start_ns),
+			tx_state(op, fine_now).c_str());
 	});
 	rx.for_each_recv([&](RxOp &r) {
 		if (!old(r.start_ns) || r.released)
@@ -248,13 +255,14 @@ int Ep::report(uint64_t min_age_ns, const char *why)
 		npeers++;
 		appendf(out,
 			"  %s: %zu operations to it, %zu messages from it in progress; reorder: next id %u, %zu packets held; "
-			"%zu packets queued after receiver-not-ready, backoff %u us; handshake %s/%s; ",
+			"%zu packets queued after receiver-not-ready, backoff %u us, next retry in %lu us; handshake %s/%s; ",
 			peer_name(p).c_str(), ops, msgs, p.rob.expected(), p.rob.queued(), p.queued.size(), p.backoff_us,
-			p.hs_sent ? "sent" : "not sent", p.hs_got ? "received" : "not received");
+			(unsigned long)retry_in_us(p, fine_now), p.hs_sent ? "sent" : "not sent",
+			p.hs_got ? "received" : "not received");
 		if (p.dead)
 			appendf(out, "unresponsive (status %u)", p.down);
 		else if (p.probe_out)
-			appendf(out, "silent for %.1f s, probed", secs(now_ns() - p.silent_since));
+			appendf(out, "silent for %.1f s, probed", secs(fine_now - p.silent_since));
 		else
 			out += "answering";
 		appendf(out, "; packets %lu out / %lu in, receiver-not-ready %lu, resent %lu\n", (unsigned long)p.tx_pkts,
