@@ -44,7 +44,6 @@ enum class Magic : uint64_t {
 	Dead = 0xefadeadefadeadef,
 };
 
-
 /* The header every object starts with (after its libfabric struct). */
 struct ObjHeader {
 	Magic magic;

@@ -84,7 +84,8 @@ struct fi_provider;
 	X(report_age, "report_age", SIZE, "5",                                                               \
 	  "efa fabric: seconds an operation must have waited to be listed in a hang report")               \
 	X(report_at_close, "report_at_close", BOOL, "0",                                                    \
-	  "efa fabric: write a hang report when an endpoint is closed with operations in progress")        \
+	  "efa fabric: write a hang report when an endpoint is closed with operations in progress, and " \
+	  "at exit for one never closed")                                                                   \
 	X(peer_probe_interval, "peer_probe_interval", SIZE, "1000",                                           \
 	  "efa fabric: milliseconds an operation waits on a silent peer before the provider probes it; "   \
 	  "a peer whose device then stops answering is declared unresponsive and everything waiting on "    \

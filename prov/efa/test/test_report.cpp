@@ -23,6 +23,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
@@ -229,4 +230,40 @@ Test(report_rnr, names_packets_queued_after_receiver_not_ready, .init = setup_rn
 	cr_assert_gt(sb.rx_held, 0u, "the receiver holds no buffer");
 	close_side(g_a);
 	close_side(g_b);
+}
+
+/* FI_EFA_REPORT_AT_CLOSE also covers an endpoint never closed: a process that exits
+ * with one open and a receive posted writes its report at exit. */
+Test(report_exit, at_exit_without_close, .timeout = 60)
+{
+	const std::string base = "/tmp/efa_report_exit." + std::to_string(getpid());
+	setenv("FI_EFA_REPORT_PATH", (base + ".%p").c_str(), 1);
+	setenv("FI_EFA_REPORT_AT_CLOSE", "1", 1);
+	fflush(nullptr);
+	const pid_t pid = fork();
+	if (!pid) {
+		fitest::use_provider();
+		setenv("FI_EFA_ENABLE_SHM_TRANSFER", "0", 1);
+		fi_info *info = fitest::getinfo("efa", FI_TAGGED);
+		fid_fabric *fab;
+		fitest::open_fabric(info, &fab);
+		Side s;
+		fitest::open_side(fab, info, s);
+		static uint8_t buf[64];
+		if (fi_trecv(s.ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, 0xe817, 0, nullptr))
+			_exit(3);
+		exit(0); /* no fi_close */
+	}
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+	const std::string path = base + "." + std::to_string(pid);
+	std::ifstream f(path);
+	std::stringstream ss;
+	ss << f.rdbuf();
+	unlink(path.c_str());
+	const std::string rep = ss.str();
+	cr_assert(rep.find("efa report (exit with the endpoint open") != std::string::npos &&
+			  rep.find("tag 0xe817") != std::string::npos,
+		  "no report at exit:\n%s", rep.c_str());
 }

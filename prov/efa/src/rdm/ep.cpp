@@ -387,6 +387,7 @@ void Ep::start()
 	io.start();
 	enabling = false;
 	enabled = true;
+	report_watch(this, true);
 	const verbs::Device &dev = *dom->dev;
 	const size_t ntx = io.tx_count(), nrx = io.rx_count();
 	EFA_DBG(EpCtrl, "efa endpoint on %s: QP %u, qkey %#x, MTU %zu, %zu tx / %zu rx packets, inject %zu",
@@ -403,8 +404,9 @@ int Ep::close()
 	if (enabled) {
 		detach(&hook); /* takes the CQs' locks: no completion handler runs after this */
 		std::lock_guard g(lock);
-		if (params().report_at_close && (tx.busy() || rx.busy()))
+		if (params().report_at_close && (tx.busy() || rx.pending()))
 			report(0, "fi_close with operations in progress");
+		report_watch(this, false);
 		if (shm) {
 			shm.reset();
 			send_cq()->polled--;

@@ -110,6 +110,9 @@ private:
 extern std::atomic<uint64_t> g_report_requests;
 /* Installs the FI_EFA_REPORT_SIGNAL handler, once per process. */
 void install_report_signal();
+/* With FI_EFA_REPORT_AT_CLOSE: an enabled endpoint (on) reports at exit if still open;
+ * off at fi_close. */
+void report_watch(Ep *ep, bool on);
 
 struct Ep : EpBase {
 	static constexpr Magic kMagic = Magic::RdmEp;

@@ -93,6 +93,8 @@ public:
 	int cancel(void *context);
 	size_t posted_count() const { return rxops_.in_use(); }
 	bool busy() const { return msgs_.in_use() != 0; }
+	/* Messages in progress or receives posted (hang reports at close and exit). */
+	bool pending() const { return busy() || rxops_.in_use() != 0; }
 
 	/* Packets (see the top of this file). */
 	void start_msg(Peer &p, Pkt &pkt, const Parsed &pk);

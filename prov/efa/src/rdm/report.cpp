@@ -25,6 +25,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace efa::rdm {
 
@@ -154,6 +155,40 @@ const char *rx_kind(RxKind k)
 double secs(uint64_t ns) { return double(ns) / 1e9; }
 
 } // namespace
+
+namespace {
+
+/* Endpoints that report at exit if still open (FI_EFA_REPORT_AT_CLOSE). */
+std::mutex g_live_lock;
+std::vector<Ep *> g_live;
+
+void report_at_exit()
+{
+	std::lock_guard<std::mutex> g(g_live_lock);
+	for (Ep *ep : g_live) {
+		/* Not when a thread of the application is inside it (exit from another). */
+		std::unique_lock<DataLock> l(ep->lock, std::try_to_lock);
+		if (l.owns_lock() && (ep->tx.busy() || ep->rx.pending()))
+			ep->report(0, "exit with the endpoint open and operations in progress");
+	}
+	g_live.clear();
+}
+
+} // namespace
+
+void report_watch(Ep *ep, bool on)
+{
+	if (!params().report_at_close)
+		return;
+	std::lock_guard<std::mutex> g(g_live_lock);
+	if (on) {
+		static const bool registered = atexit(report_at_exit) == 0;
+		(void)registered;
+		g_live.push_back(ep);
+	} else {
+		std::erase(g_live, ep);
+	}
+}
 
 void install_report_signal()
 {
