@@ -166,6 +166,8 @@ void report_at_exit()
 {
 	std::lock_guard<std::mutex> g(g_live_lock);
 	for (Ep *ep : g_live) {
+		if (ep->hdr.gen != fork_generation())
+			continue; /* a fork() child's copy of its parent's endpoint */
 		/* Not when a thread of the application is inside it (exit from another). */
 		std::unique_lock<DataLock> l(ep->lock, std::try_to_lock);
 		if (l.owns_lock() && (ep->tx.busy() || ep->rx.pending()))
