@@ -125,17 +125,26 @@ int prepare(const verbs::Api &api)
 
 } // namespace fork
 
+void *map_dontfork(size_t len, bool noreserve)
+{
+	void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | (noreserve ? MAP_NORESERVE : 0),
+		       -1, 0);
+	if (p == MAP_FAILED)
+		return nullptr;
+	if (madvise(p, len, MADV_DONTFORK))
+		EFA_WARN_ONCE(Core, "madvise(MADV_DONTFORK) of the provider's own buffers failed: %s; a fork() child "
+			      "gets a copy of them", strerror(errno));
+	return p;
+}
+
 bool DmaBuffer::alloc(size_t len)
 {
 	reset();
 	const size_t page = size_t(sysconf(_SC_PAGESIZE));
 	const size_t mapped = (std::max<size_t>(len, 1) + page - 1) / page * page;
-	void *p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
+	void *p = map_dontfork(mapped);
+	if (!p)
 		return false;
-	if (madvise(p, mapped, MADV_DONTFORK))
-		EFA_WARN_ONCE(Core, "madvise(MADV_DONTFORK) of a packet pool failed: %s; a fork() child shares it",
-			      strerror(errno));
 	data_ = static_cast<uint8_t *>(p);
 	len_ = len;
 	mapped_ = mapped;

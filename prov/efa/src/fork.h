@@ -49,6 +49,11 @@ int prepare(const verbs::Api &api);
 
 } // namespace fork
 
+/* `len` bytes (whole pages) of a private anonymous mapping of its own, zeroed and
+ * MADV_DONTFORK (a fork() child does not get it); `noreserve`: address space only,
+ * pages come as they are touched. Null when the mapping fails. */
+void *map_dontfork(size_t len, bool noreserve = false);
+
 /* Memory the provider registers for itself: whole pages of its own mapping, zeroed,
  * MADV_DONTFORK. */
 class DmaBuffer {

@@ -32,6 +32,24 @@ fi_info *g_info;
 fid_fabric *g_fab;
 Side g_tx, g_rx;
 
+/* A pair of efa-fabric endpoints on the device path, and their end. */
+void open_all()
+{
+	fitest::use_provider();
+	setenv("FI_EFA_ENABLE_SHM_TRANSFER", "0", 1);
+	g_info = fitest::getinfo("efa", FI_TAGGED);
+	fitest::open_fabric(g_info, &g_fab);
+	fitest::open_pair(g_fab, g_info, g_tx, g_rx, 4096);
+}
+
+void close_all()
+{
+	fitest::close_side(g_tx);
+	fitest::close_side(g_rx);
+	fi_close(&g_fab->fid);
+	fi_freeinfo(g_info);
+}
+
 size_t heap_in_use()
 {
 	const struct mallinfo2 mi = mallinfo2();
@@ -63,11 +81,7 @@ Test(memory, unexpected_flood_is_bounded_and_delivered, .timeout = 120, .init = 
 	setenv("FI_EFA_MAX_TIMEOUT", "2000", 1); /* receiver-not-ready backoff: at most 2 ms */
 })
 {
-	fitest::use_provider();
-	setenv("FI_EFA_ENABLE_SHM_TRANSFER", "0", 1);
-	g_info = fitest::getinfo("efa", FI_TAGGED);
-	fitest::open_fabric(g_info, &g_fab);
-	fitest::open_pair(g_fab, g_info, g_tx, g_rx, 4096);
+	open_all();
 
 	constexpr size_t kMsgs = 3000, kLen = 4096;
 	std::vector<uint8_t> src(kMsgs * kLen), dst(kMsgs * kLen, 0);
@@ -121,10 +135,7 @@ Test(memory, unexpected_flood_is_bounded_and_delivered, .timeout = 120, .init = 
 	cr_assert_eq(memcmp(src.data(), dst.data(), src.size()), 0, "data");
 	cr_assert_lt(heap_in_use(), before + (size_t(2) << 20), "copies not given back: %zu bytes over the start",
 		     heap_in_use() - before);
-	fitest::close_side(g_tx);
-	fitest::close_side(g_rx);
-	fi_close(&g_fab->fid);
-	fi_freeinfo(g_info);
+	close_all();
 }
 
 /* An endpoint closed while it holds receive buffers and copies for unexpected messages
@@ -135,11 +146,7 @@ Test(memory, close_with_unexpected_messages_held, .timeout = 60, .init = [] {
 	setenv("FI_EFA_MAX_TIMEOUT", "2000", 1);
 })
 {
-	fitest::use_provider();
-	setenv("FI_EFA_ENABLE_SHM_TRANSFER", "0", 1);
-	g_info = fitest::getinfo("efa", FI_TAGGED);
-	fitest::open_fabric(g_info, &g_fab);
-	fitest::open_pair(g_fab, g_info, g_tx, g_rx, 4096);
+	open_all();
 	constexpr size_t kMsgs = 600, kLen = 2048;
 	std::vector<uint8_t> src(kLen, 3);
 	size_t posted = 0;

@@ -105,32 +105,34 @@ int ep_control(fid_t f, int command, void *arg)
 	}
 }
 
-/* FI_EFA_STATS_OPS (fi_ext_efa.h): statistics and hang reports. */
-ssize_t stats_query_ep(fid_ep *f, fi_efa_ep_stats *out, size_t len)
-{
-	Ep *ep = f ? ep_of(&f->fid) : nullptr;
-	if (!ep || !out || !ep->enabled)
-		return -FI_EINVAL;
-	std::lock_guard g(ep->lock);
-	return ep->query_stats(out, len);
-}
-
-ssize_t stats_query_peer(fid_ep *f, fi_addr_t addr, fi_efa_peer_stats *out, size_t len)
-{
-	Ep *ep = f ? ep_of(&f->fid) : nullptr;
-	if (!ep || !out || !ep->enabled)
-		return -FI_EINVAL;
-	std::lock_guard g(ep->lock);
-	return ep->query_peer(addr, out, len);
-}
-
-int stats_report(fid_ep *f, uint64_t min_age_ms)
+/* FI_EFA_STATS_OPS (fi_ext_efa.h): statistics and hang reports, on an enabled
+ * endpoint, under its lock. */
+template <typename F> auto with_enabled(fid_ep *f, F &&fn) -> decltype(fn(*static_cast<Ep *>(nullptr)))
 {
 	Ep *ep = f ? ep_of(&f->fid) : nullptr;
 	if (!ep || !ep->enabled)
 		return -FI_EINVAL;
 	std::lock_guard g(ep->lock);
-	return ep->report(min_age_ms * 1000000ull, "asked by the application");
+	return fn(*ep);
+}
+
+ssize_t stats_query_ep(fid_ep *f, fi_efa_ep_stats *out, size_t len)
+{
+	if (!out)
+		return -FI_EINVAL;
+	return with_enabled(f, [&](Ep &ep) { return ep.query_stats(out, len); });
+}
+
+ssize_t stats_query_peer(fid_ep *f, fi_addr_t addr, fi_efa_peer_stats *out, size_t len)
+{
+	if (!out)
+		return -FI_EINVAL;
+	return with_enabled(f, [&](Ep &ep) { return ep.query_peer(addr, out, len); });
+}
+
+int stats_report(fid_ep *f, uint64_t min_age_ms)
+{
+	return with_enabled(f, [&](Ep &ep) { return ep.report(min_age_ms * 1000000ull, "asked by the application"); });
 }
 
 fi_efa_ops_stats g_stats_ops = {

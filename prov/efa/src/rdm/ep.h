@@ -324,6 +324,7 @@ struct Ep : EpBase {
 	ssize_t query_stats(fi_efa_ep_stats *out, size_t len);
 	ssize_t query_peer(fi_addr_t addr, fi_efa_peer_stats *out, size_t len);
 	std::string peer_name(const Peer &p) const;
+	std::unordered_map<const Peer *, size_t> ops_per_peer(); /* transmit operations by peer */
 	uint64_t reports = 0;	  /* written */
 	uint64_t report_seen = 0; /* g_report_requests when this endpoint last looked */
 

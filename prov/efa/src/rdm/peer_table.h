@@ -55,6 +55,8 @@ public:
 	 * or created (`how` tells); null when `addr` is not in the AV or no address handle
 	 * can be made (logged). */
 	Peer *for_addr(fi_addr_t addr, Found &how);
+	/* The peer of AV entry `addr` if it has state (never creates one). */
+	const Peer *find(fi_addr_t addr) const { return addr < by_addr_.size() ? by_addr_[addr].get() : nullptr; }
 	/* The peer a completion's (AHN, QPN) names, whatever its connection id. */
 	Peer *for_src(uint16_t ahn, uint32_t qpn) const
 	{

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace efa::rdm {
@@ -154,6 +155,14 @@ const char *rx_kind(RxKind k)
 
 double secs(uint64_t ns) { return double(ns) / 1e9; }
 
+/* Copies as much of `s` as the caller's structure holds (`len` bytes): the size filled. */
+template <typename S> ssize_t copy_out(void *out, const S &s, size_t len)
+{
+	const size_t n = std::min(len, sizeof s);
+	std::memcpy(out, &s, n);
+	return ssize_t(n);
+}
+
 } // namespace
 
 namespace {
@@ -282,10 +291,11 @@ int Ep::report(uint64_t min_age_ns, const char *why)
 	if (!listed)
 		out += "  none\n";
 	out += "peers with work in flight, queued, held or failed:\n";
+	const std::unordered_map<const Peer *, size_t> ops_to = ops_per_peer();
 	size_t npeers = 0;
 	peers.for_each([&](const Peer &p) {
-		size_t ops = 0;
-		tx.for_each_op([&](TxOp &op) { ops += op.peer == &p; });
+		const auto it = ops_to.find(&p);
+		const size_t ops = it == ops_to.end() ? 0 : it->second;
 		const size_t msgs = p.msgs.size();
 		if (!ops && !msgs && p.queued.empty() && !p.rob.queued() && !p.dead && !p.probe_out)
 			return;
@@ -382,18 +392,12 @@ ssize_t Ep::query_stats(fi_efa_ep_stats *out, size_t len)
 	rx.for_each_recv([&](RxOp &r) { s.rx_ops += !r.released; });
 	rx.for_each_msg([&](MsgRx &) { s.rx_msgs++; });
 	s.reports = reports;
-	const size_t n = std::min(len, sizeof s);
-	std::memcpy(out, &s, n);
-	return ssize_t(n);
+	return copy_out(out, s, len);
 }
 
 ssize_t Ep::query_peer(fi_addr_t addr, fi_efa_peer_stats *out, size_t len)
 {
-	const Peer *found = nullptr;
-	peers.for_each([&](const Peer &p) {
-		if (p.addr == addr)
-			found = &p;
-	});
+	const Peer *found = peers.find(addr);
 	if (!found)
 		return -FI_ENOENT;
 	const Peer &p = *found;
@@ -412,9 +416,14 @@ ssize_t Ep::query_peer(fi_addr_t addr, fi_efa_peer_stats *out, size_t len)
 	s.queued = uint32_t(p.queued.size());
 	s.flags = (p.hs_sent ? FI_EFA_PEER_HANDSHAKE_SENT : 0) | (p.hs_got ? FI_EFA_PEER_HANDSHAKE_RECEIVED : 0) |
 		  (p.dead ? FI_EFA_PEER_UNRESPONSIVE : 0) | (p.probe_out ? FI_EFA_PEER_PROBING : 0);
-	const size_t n = std::min(len, sizeof s);
-	std::memcpy(out, &s, n);
-	return ssize_t(n);
+	return copy_out(out, s, len);
+}
+
+std::unordered_map<const Peer *, size_t> Ep::ops_per_peer()
+{
+	std::unordered_map<const Peer *, size_t> n;
+	tx.for_each_op([&](TxOp &op) { n[op.peer]++; });
+	return n;
 }
 
 } // namespace efa::rdm

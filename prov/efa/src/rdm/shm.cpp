@@ -3,6 +3,7 @@
 #include "rdm/shm.h"
 
 #include "fid.h"
+#include "fork.h"
 #include "info.h"
 #include "log.h"
 #include "params.h"
@@ -168,14 +169,7 @@ constexpr size_t kSlotSize = size_t(1) << 30;
 /* Pulled bytes a slot keeps resident; beyond, its pages are given back after each use. */
 constexpr size_t kSlotKeep = 64 * 1024;
 
-void *reserve(size_t len)
-{
-	void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED)
-		return nullptr;
-	madvise(p, len, MADV_DONTFORK);
-	return p;
-}
+void *reserve(size_t len) { return map_dontfork(len, true); }
 
 /* The process's truncation sink (shm.h): address space only, never read. */
 constexpr size_t kSinkSize = size_t(1) << 30;
