@@ -273,8 +273,15 @@ int Ep::report(uint64_t min_age_ns, const char *why)
 		if (!old(m.start_ns))
 			return;
 		listed++;
-		appendf(out, "  %s message of %lu bytes from %s", rx_kind(m.kind), (unsigned long)m.msg_len,
-			m.peer ? peer_name(*m.peer).c_str() : "a same-host peer through shm");
+		if (m.peer)
+			appendf(out, "  %s message of %lu bytes from %s", rx_kind(m.kind), (unsigned long)m.msg_len,
+				peer_name(*m.peer).c_str());
+		else if (m.src != FI_ADDR_NOTAVAIL)
+			appendf(out, "  %s message of %lu bytes from fi_addr %lu through shm", rx_kind(m.kind),
+				(unsigned long)m.msg_len, (unsigned long)m.src);
+		else
+			appendf(out, "  %s message of %lu bytes through shm from a sender not resolved to an fi_addr",
+				rx_kind(m.kind), (unsigned long)m.msg_len);
 		if (m.tagged)
 			appendf(out, ", tag %#lx", (unsigned long)m.tag);
 		appendf(out, ", age %.1f s: ", secs(now - m.start_ns));
