@@ -7,12 +7,14 @@
 #
 # 1. That shm carries the traffic: ft_tagged, ft_rdm_rma and ft_atomic once with the
 #    provider's info log; the endpoints' statistics at close ("... through shm") must
-#    show sends and receives on both sides, RMA and atomics at the initiator.
-# 2. run_suite_rdm.sh's programs, except three that test the device path itself and
+#    show sends and receives on both sides, RMA and atomics at the initiator. Then
+#    ft_unknown_sender: messages from a sender the receiver inserts only later (the
+#    sender's announcement, fi_efa(7) "Same-host peers"), which must reach the server
+#    through shm, unexpected; and ft_tagged with a server whose shm is off, which the
+#    client must reach through the device.
+# 2. run_suite_rdm.sh's programs, except those that test the device path itself and
 #    cannot go through shm: ft_rdm_rnr and ft_rnr_idle (receiver-not-ready: shm has no
-#    RNR, a full queue just answers -FI_EAGAIN) and ft_unknown_sender (libfabric 1.17's
-#    shm names a sender not in our AV FI_ADDR_NOTAVAIL for good; fi_efa(7), "Same-host
-#    peers").
+#    RNR, a full queue just answers -FI_EAGAIN), and ft_unknown_sender (run above).
 # 3. The programs of run_suite.sh that are efa-fabric programs too, on fabric efa
 #    (ft_sread: blocking reads and fi_trywait with a path that raises no event).
 #
@@ -56,6 +58,22 @@ prove() {
 prove messages ': [1-9][0-9]* sends and [1-9][0-9]* receives .* through shm' 2 "$bin/ft_tagged" -p efa -F efa
 prove RMA ' [1-9][0-9]* RMA and .* through shm' 1 "$bin/ft_rdm_rma" -p efa -F efa
 prove atomics ' [1-9][0-9]* atomics through shm' 1 "$bin/ft_atomic" -p efa -F efa
+prove "messages from senders not in the AV yet" ' [1-9][0-9]* receives ([1-9][0-9]* unexpected).* through shm' 1 \
+	"$bin/ft_unknown_sender" -p efa -F efa
+
+# A peer with shm off has no inbox: the other side's messages must go through the device
+# (they waited for ever on shm before).
+echo "=== a same-host peer with shm off (ft_tagged, the server with FI_EFA_ENABLE_SHM_TRANSFER=0)"
+out=$(EFA_FT_SERVER_WRAP="env FI_EFA_ENABLE_SHM_TRANSFER=0" "$here/run_pair.sh" FI_LOG_LEVEL=info \
+	FI_LOG_PROV=efa FI_LOG_SUBSYS=av "$bin/ft_tagged" -p efa -F efa < /dev/null 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && printf '%s\n' "$out" | grep -q 'has no inbox for our address'; then
+	echo "PASS: the client reached a peer with shm off through the device"
+else
+	printf '%s\n' "$out" | grep -v 'libfabric:.*<info> \(variable\|read \)' | tail -20
+	echo "FAIL: a same-host peer with shm off (rc $rc, or no 'has no inbox' line)"
+	fail=1
+fi
 
 echo "=== run_suite_rdm.sh with shm"
 EFASIM_PORT_BASE=$((EFASIM_PORT_BASE + 1000)) "$here/run_suite_rdm.sh" ft_tagged ft_unexpected ft_peek \

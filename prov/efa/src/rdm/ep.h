@@ -247,6 +247,8 @@ struct Ep : EpBase {
 	void adopt_pending()
 	{
 		peers.adopt_inserted([this](Peer &p) { adopted(p); });
+		if (shm)
+			shm->look();
 	}
 
 	/* rdm/liveness.cpp: peer failure, probes, fi_av_remove (docs/reliability.md, "Peer failure"). */

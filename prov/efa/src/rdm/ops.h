@@ -273,6 +273,7 @@ struct MsgRx : IListNode<MsgRx> {
 	 * that found no receive is copied into our memory at once (pulled, shm.h): then its
 	 * bytes are in shm_buf and a receive takes them as it takes an eager message's. */
 	void *shm = nullptr;
+	fi_addr_t shm_src = FI_ADDR_NOTAVAIL; /* the sender's address in shm's AV */
 	bool shm_sent = false;
 	bool sink = false;	  /* shm's copy has the truncation sink (shm.h) */
 	bool pull_queued = false; /* waits for a pull slot */

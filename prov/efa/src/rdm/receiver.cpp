@@ -337,6 +337,14 @@ void Receiver::adopted(Peer &p)
 				m->src = p.addr;
 }
 
+void Receiver::shm_resolved(fi_addr_t shm_src, fi_addr_t src)
+{
+	for (int t = 0; t < 2; t++)
+		for (MsgRx *m = match_.unexpected(t != 0).front(); m; m = IList<MsgRx>::next(m))
+			if (m->kind == RxKind::Shm && m->src == FI_ADDR_NOTAVAIL && m->shm_src == shm_src)
+				m->src = src;
+}
+
 void Receiver::peer_failed(Peer &p, int err, uint32_t status)
 {
 	/* A whole one not yet received stays for the application, unless the peer was

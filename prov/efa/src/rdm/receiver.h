@@ -131,6 +131,9 @@ public:
 	/* An unexpected shm message is in our memory now (m.shm_buf, `len` bytes), or its
 	 * copy failed (err): a receive that took it meanwhile completes. */
 	void shm_pulled(MsgRx &m, uint64_t len, uint64_t data, bool has_data, int err);
+	/* The same-host sender shm knows as `shm_src` was inserted as `src`: its unmatched
+	 * messages that came before come from src now. */
+	void shm_resolved(fi_addr_t shm_src, fi_addr_t src);
 
 	/* Peers. An implicit peer got its fi_addr: its unmatched messages come from it. */
 	void adopted(Peer &p);

@@ -220,13 +220,77 @@ uint32_t next_slot(uint32_t h) { return (h + 1) & (kKeySlots - 1); }
 
 std::string key_table_name(const std::string &shm_name) { return "/efa_keys_" + shm_name; }
 
+/* Announcements (shm.h, "Senders"): the same file holds, past the key table, the inbox
+ * in which each same-host sender writes its address before its first message to the
+ * endpoint. A sender claims a slot (`next`), writes its address, then sets the slot's
+ * state to kWritten with release order; the owner takes written slots in its progress
+ * (kTaken). A slot claimed by a sender that died before writing it stays kFree. */
+constexpr uint32_t kInboxMagic = 0xefa5e703;
+constexpr uint32_t kInboxSlots = 4096;
+enum : uint32_t { kFree = 0, kWritten = 1, kTaken = 2 };
+
+struct InboxSlot {
+	uint32_t state;
+	uint32_t pad;
+	RawAddr addr;
+};
+
+struct Inbox {
+	uint32_t magic;
+	uint32_t next; /* slots claimed (may pass kInboxSlots: then full) */
+	InboxSlot slot[kInboxSlots];
+};
+
+/* Where the inbox starts: a multiple of any page size, so it can be mapped alone. */
+constexpr size_t kInboxOffset = (sizeof(KeyTable) + 65535) & ~size_t(65535);
+constexpr size_t kTableFileSize = kInboxOffset + sizeof(Inbox);
+
+Inbox *map_inbox(int fd)
+{
+	struct stat st{};
+	if (fstat(fd, &st) != 0 || size_t(st.st_size) < kTableFileSize)
+		return nullptr;
+	void *p = mmap(nullptr, sizeof(Inbox), PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(kInboxOffset));
+	return p == MAP_FAILED ? nullptr : static_cast<Inbox *>(p);
+}
+
+/* Writes `self` into the inbox of the endpoint whose table is `name`: false when it has
+ * none (shm off there, another build) or it is full. */
+bool announce(const std::string &name, const RawAddr &self)
+{
+	const int fd = shm_open(name.c_str(), O_RDWR, 0);
+	if (fd < 0)
+		return false;
+	Inbox *in = map_inbox(fd);
+	close(fd);
+	if (!in)
+		return false;
+	bool ok = false;
+	if (std::atomic_ref<uint32_t>(in->magic).load(std::memory_order_acquire) == kInboxMagic) {
+		const uint32_t i = std::atomic_ref<uint32_t>(in->next).fetch_add(1, std::memory_order_relaxed);
+		if (i < kInboxSlots) {
+			InboxSlot &s = in->slot[i];
+			std::memcpy(&s.addr, &self, sizeof self);
+			std::atomic_ref<uint32_t>(s.state).store(kWritten, std::memory_order_release);
+			ok = true;
+		}
+	}
+	munmap(in, sizeof(Inbox));
+	return ok;
+}
+
+uint32_t slot_state(const InboxSlot &s)
+{
+	return std::atomic_ref<uint32_t>(const_cast<uint32_t &>(s.state)).load(std::memory_order_acquire);
+}
+
 void *map_key_table(const std::string &name, bool create)
 {
 	const int fd = create ? shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600)
 			      : shm_open(name.c_str(), O_RDONLY, 0);
 	if (fd < 0)
 		return nullptr;
-	if (create && ftruncate(fd, sizeof(KeyTable)) != 0) {
+	if (create && ftruncate(fd, kTableFileSize) != 0) {
 		close(fd);
 		shm_unlink(name.c_str());
 		return nullptr;
@@ -429,9 +493,20 @@ int ShmPath::init()
 	keys_ = map_key_table(keys_name_, true);
 	if (!keys_ && errno == EEXIST && shm_unlink(keys_name_.c_str()) == 0)
 		keys_ = map_key_table(keys_name_, true);
-	if (keys_)
+	if (keys_) {
 		static_cast<KeyTable *>(keys_)->magic = kKeyMagic;
-	else
+		if (const int fd = shm_open(keys_name_.c_str(), O_RDWR, 0); fd >= 0) {
+			if (Inbox *in = map_inbox(fd)) {
+				std::atomic_ref<uint32_t>(in->magic).store(kInboxMagic, std::memory_order_release);
+				inbox_ = in;
+			}
+			close(fd);
+		}
+	}
+	if (!inbox_)
+		EFA_INFO(EpCtrl, "same-host peers reach this endpoint through the device: its inbox in %s could not be "
+			 "mapped (%s)", keys_name_.c_str(), strerror(errno));
+	if (!keys_)
 		EFA_INFO(EpCtrl, "same-host peers' RMA and atomics to this endpoint go through the device: its key "
 			 "table %s could not be created (%s)", keys_name_.c_str(), strerror(errno));
 	if (int r = fi_ep_bind(ep_shm_, &srx_.srx.ep_fid.fid, 0))
@@ -478,6 +553,8 @@ ShmPath::~ShmPath()
 			fi_close(&copy->fid);
 		mrs_.clear();
 	}
+	if (inbox_)
+		munmap(inbox_, sizeof(Inbox));
 	if (keys_) {
 		munmap(keys_, sizeof(KeyTable));
 		shm_unlink(keys_name_.c_str());
@@ -511,28 +588,91 @@ size_t ShmPath::av_count() const { return ep_.av->count.load(std::memory_order_a
 
 bool ShmPath::valid(fi_addr_t a) const { return ep_.av->lookup(a) != nullptr; }
 
+ShmPath::Known &ShmPath::known(const RawAddr &addr, std::string &name)
+{
+	name = shm_name(addr);
+	if (auto it = names_.find(name); it != names_.end())
+		return it->second;
+	Known k;
+	if (fi_av_insert(av_, name.c_str(), 1, &k.sa, 0, nullptr) != 1) {
+		EFA_WARN(Av, "shm refused the same-host peer %s; it goes through the device",
+			 addr_to_string(addr).c_str());
+		k.sa = FI_ADDR_NOTAVAIL;
+	}
+	return names_.emplace(name, k).first->second;
+}
+
 void ShmPath::sync()
 {
 	const size_t n = av_count();
 	const RawAddr self = ep_.self_addr();
 	to_shm_.resize(n, FI_ADDR_NOTAVAIL);
+	std::string name;
 	for (size_t a = scanned_; a < n; a++) {
 		const AvEntry *e = ep_.av->lookup(a);
 		if (!e || std::memcmp(e->addr.gid, self.gid, sizeof self.gid) != 0)
 			continue;
-		const std::string name = shm_name(e->addr);
-		fi_addr_t sa = FI_ADDR_NOTAVAIL;
-		if (fi_av_insert(av_, name.c_str(), 1, &sa, 0, nullptr) != 1) {
-			EFA_WARN(Av, "shm refused the same-host peer %s; it goes through the device",
-				 addr_to_string(e->addr).c_str());
+		Known &k = known(e->addr, name);
+		if (k.sa == FI_ADDR_NOTAVAIL)
 			continue;
+		/* Our messages go through shm once the peer can name us (shm.h, "Senders"). */
+		if (k.announced < 0) {
+			k.announced = announce(key_table_name(name), self);
+			if (!k.announced)
+				EFA_INFO(Av, "the same-host peer %s has no inbox for our address (shm off there, or full): "
+					 "our messages to it go through the device", addr_to_string(e->addr).c_str());
 		}
-		to_shm_[a] = sa;
-		if (sa >= from_shm_.size())
-			from_shm_.resize(sa + 1, FI_ADDR_NOTAVAIL);
-		from_shm_[sa] = a;
+		if (k.announced)
+			to_shm_[a] = k.sa;
+		if (k.sa >= from_shm_.size())
+			from_shm_.resize(k.sa + 1, FI_ADDR_NOTAVAIL);
+		from_shm_[k.sa] = a;
+		/* Its messages that arrived before this insert come from `a` now. */
+		if (k.heard)
+			ep_.rx.shm_resolved(k.sa, a);
 	}
 	scanned_ = n;
+}
+
+void ShmPath::take_announcements()
+{
+	auto &in = *static_cast<Inbox *>(inbox_);
+	const uint32_t claims = std::atomic_ref<uint32_t>(in.next).load(std::memory_order_relaxed);
+	for (uint32_t i = std::min(inbox_claims_, kInboxSlots); i < std::min(claims, kInboxSlots); i++)
+		inbox_wait_.push_back(i);
+	inbox_claims_ = claims;
+	inbox_dirty_ = false;
+	const RawAddr self = ep_.self_addr();
+	std::string name;
+	for (auto it = inbox_wait_.begin(); it != inbox_wait_.end();) {
+		InboxSlot &sl = in.slot[*it];
+		if (slot_state(sl) != kWritten) {
+			++it; /* claimed, not written yet (or by a sender that died) */
+			continue;
+		}
+		RawAddr addr;
+		std::memcpy(&addr, &sl.addr, sizeof addr);
+		std::atomic_ref<uint32_t>(sl.state).store(kTaken, std::memory_order_relaxed);
+		it = inbox_wait_.erase(it);
+		if (std::memcmp(addr.gid, self.gid, sizeof self.gid) != 0)
+			continue;
+		known(addr, name).heard = true;
+	}
+}
+
+bool ShmPath::announcement_waiting() const
+{
+	const auto &in = *static_cast<const Inbox *>(inbox_);
+	const uint32_t claims =
+		std::min(std::atomic_ref<uint32_t>(const_cast<uint32_t &>(in.next)).load(std::memory_order_acquire),
+			 kInboxSlots);
+	for (uint32_t i = std::min(inbox_claims_, kInboxSlots); i < claims; i++)
+		if (slot_state(in.slot[i]) == kWritten)
+			return true;
+	for (uint32_t i : inbox_wait_)
+		if (slot_state(in.slot[i]) == kWritten)
+			return true;
+	return false;
 }
 
 /* ------------------------------------------------------------------ sends */
@@ -841,6 +981,13 @@ int ShmPath::get_tag(fid_peer_srx *s, fi_addr_t addr, uint64_t tag, fi_peer_rx_e
 
 int ShmPath::arrival(bool tagged, fi_addr_t addr, uint64_t tag, uint64_t size, fi_peer_rx_entry **out)
 {
+	/* shm cannot name the sender yet: when its address waits in our inbox, shm keeps
+	 * the message (1.17 retries a command refused with -FI_EAGAIN) until progress has
+	 * inserted it (shm.h, "Senders"). */
+	if (addr == FI_ADDR_NOTAVAIL && inbox_ && announcement_waiting()) {
+		inbox_dirty_ = true;
+		return -FI_EAGAIN;
+	}
 	Entry *x = entries_.get();
 	if (!x)
 		return -FI_ENOMEM;
@@ -857,6 +1004,7 @@ int ShmPath::arrival(bool tagged, fi_addr_t addr, uint64_t tag, uint64_t size, f
 		EFA_WARN_ONCE(EpData, "a same-host message found no free message entry; raise rx_attr->size");
 		return -FI_ENOMEM;
 	}
+	m->shm_src = addr;
 	stats_.recvs++;
 	*out = &e;
 	if (m->bound) {
@@ -1029,7 +1177,10 @@ void ShmPath::discard(MsgRx &m)
 
 void ShmPath::progress()
 {
-	/* Senders inserted since the last look: shm names them by our AV's fi_addr. */
+	/* Senders that announced themselves, then those inserted since the last look. */
+	if (inbox_ && (inbox_dirty_ || std::atomic_ref<uint32_t>(static_cast<Inbox *>(inbox_)->next).load(
+						      std::memory_order_relaxed) != inbox_claims_))
+		take_announcements();
 	if (av_count() != scanned_)
 		sync();
 	fi_cq_tagged_entry c[16];
@@ -1075,6 +1226,12 @@ void ShmPath::progress()
 				sink_release(kSinkSize);
 			EFA_DBG(EpData, "shm receive error: %s (len %zu, olen %zu)", fi_strerror(err), ee.len, ee.olen);
 			rx_completion(m, len, olen, ee.data, ee.flags & FI_REMOTE_CQ_DATA, err);
+			continue;
+		}
+		/* A message from a sender whose announcement shm read before us: again, once
+		 * it is inserted. */
+		if (inbox_dirty_) {
+			take_announcements();
 			continue;
 		}
 		/* Messages that found no receive: copied now that shm's progress returned; a

@@ -20,6 +20,16 @@
  * Everything runs under the endpoint's lock: shm's callbacks come from inside our own
  * calls into shm (its progress runs when we read its CQs), so they never take it.
  *
+ * Senders. libfabric 1.17's shm names a message's sender only by the fi_addr its own AV
+ * has for it (FI_ADDR_NOTAVAIL when we never inserted it there). So, before its first
+ * message to a same-host peer, a sender writes its address into the peer's inbox (a
+ * part of the peer's key-table file, below), and the peer inserts every address it
+ * finds there into its shm AV at its next progress. A message whose sender the
+ * application has not inserted keeps its shm address and gets the sender's fi_addr at
+ * the insert; one that shm reads before our progress took its sender's announcement is
+ * refused with -FI_EAGAIN, which 1.17's shm retries. A peer without an inbox gets our
+ * messages through the device.
+ *
  * Remote keys. RMA and atomics to a same-host peer go through shm too, with one key for
  * both paths: every registration of the domain is registered with our shm domain under
  * the same key (MrMirror). libfabric 1.17's shm drops an RMA or atomic whose key it
@@ -90,9 +100,15 @@ public:
 	 * peer (or not in the AV). */
 	fi_addr_t route(fi_addr_t a)
 	{
+		look();
+		return a < to_shm_.size() && valid(a) ? to_shm_[a] : FI_ADDR_NOTAVAIL;
+	}
+	/* Takes in AV entries inserted since the last look (before a directed receive
+	 * matches: messages of a sender that announced itself get its fi_addr). */
+	void look()
+	{
 		if (av_count() != scanned_)
 			sync();
-		return a < to_shm_.size() && valid(a) ? to_shm_[a] : FI_ADDR_NOTAVAIL;
 	}
 	/* A send, RMA or atomic to same-host peer `dest` (its shm address), its arguments
 	 * checked (Sender::check_rma, check_atomic). 0 or -FI_E*. */
@@ -168,6 +184,18 @@ private:
 	size_t av_count() const;
 	bool valid(fi_addr_t a) const;
 	void sync();
+	/* A same-host endpoint as shm knows it (by its shm name in names_). */
+	struct Known {
+		fi_addr_t sa = FI_ADDR_NOTAVAIL; /* in shm's AV (NOTAVAIL: shm refused it) */
+		int8_t announced = -1;		 /* we wrote our address into its inbox (-1: not tried) */
+		bool heard = false;		 /* it announced itself in ours */
+	};
+	/* addr's entry, inserted into shm's AV at first sight; `name` gets its shm name. */
+	Known &known(const RawAddr &addr, std::string &name);
+	/* Announcements (shm.h, "Senders"): takes those written into our inbox. */
+	void take_announcements();
+	/* Whether a written one is not taken yet. */
+	bool announcement_waiting() const;
 #if EFA_SHM_PATH
 	int arrival(bool tagged, fi_addr_t addr, uint64_t tag, uint64_t size, fi_peer_rx_entry **out);
 	/* Hands m's entry e to shm: the data goes to iov[0..count), then to the sink when
@@ -203,6 +231,11 @@ private:
 	void *keys_ = nullptr;			       /* our key table */
 	std::string keys_name_;
 	std::vector<const void *> peer_keys_; /* peers' tables by shm address (MAP_FAILED: none) */
+	void *inbox_ = nullptr;			      /* ours, in the key table's file */
+	uint32_t inbox_claims_ = 0;		      /* its claims counter when last looked at */
+	std::vector<uint32_t> inbox_wait_;	      /* claimed slots not written when looked at */
+	bool inbox_dirty_ = false;		      /* shm met a sender whose announcement waits */
+	std::unordered_map<std::string, Known> names_;
 	/* Remote writes and reads (FI_REMOTE_WRITE, FI_REMOTE_READ counters bound): shm
 	 * counts them in counters of its own, whose growth we add to the endpoint's. */
 	fid_cntr *rem_cntr_[2] = {};
