@@ -541,8 +541,9 @@ ShmPath::~ShmPath()
 {
 	if (stats_.sends || stats_.recvs || stats_.rma || stats_.atomics)
 		EFA_INFO(EpCtrl, "efa endpoint: %lu sends and %lu receives (%lu unexpected), %lu RMA and %lu atomics "
-			 "through shm", (unsigned long)stats_.sends, (unsigned long)stats_.recvs,
-			 (unsigned long)stats_.unexpected, (unsigned long)stats_.rma, (unsigned long)stats_.atomics);
+			 "through shm; %lu times a message waited for its sender's announcement",
+			 (unsigned long)stats_.sends, (unsigned long)stats_.recvs, (unsigned long)stats_.unexpected,
+			 (unsigned long)stats_.rma, (unsigned long)stats_.atomics, (unsigned long)stats_.deferred);
 	{
 		std::lock_guard g(ep_.dom->lock);
 		if (mirrors_) {
@@ -986,6 +987,7 @@ int ShmPath::arrival(bool tagged, fi_addr_t addr, uint64_t tag, uint64_t size, f
 	 * inserted it (shm.h, "Senders"). */
 	if (addr == FI_ADDR_NOTAVAIL && inbox_ && announcement_waiting()) {
 		inbox_dirty_ = true;
+		stats_.deferred++;
 		return -FI_EAGAIN;
 	}
 	Entry *x = entries_.get();

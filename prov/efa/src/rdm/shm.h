@@ -76,6 +76,7 @@ struct ShmStats {
 	uint64_t unexpected = 0; /* of them, found no receive on arrival */
 	uint64_t rma = 0;	 /* writes and reads handed to shm */
 	uint64_t atomics = 0;	 /* atomics handed to shm */
+	uint64_t deferred = 0;	 /* messages refused until their sender's announcement was taken */
 };
 
 class ShmPath final : public MrMirror {
