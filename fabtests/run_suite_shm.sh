@@ -67,11 +67,11 @@ echo "=== a same-host peer with shm off (ft_tagged, the server with FI_EFA_ENABL
 out=$(EFA_FT_SERVER_WRAP="env FI_EFA_ENABLE_SHM_TRANSFER=0" "$here/run_pair.sh" FI_LOG_LEVEL=info \
 	FI_LOG_PROV=efa FI_LOG_SUBSYS=av "$bin/ft_tagged" -p efa -F efa < /dev/null 2>&1)
 rc=$?
-if [ "$rc" -eq 0 ] && printf '%s\n' "$out" | grep -q 'has no inbox for our address'; then
+if [ "$rc" -eq 0 ] && printf '%s\n' "$out" | grep -q 'has no shm endpoint (gone, or shm off there)'; then
 	echo "PASS: the client reached a peer with shm off through the device"
 else
 	printf '%s\n' "$out" | grep -v 'libfabric:.*<info> \(variable\|read \)' | tail -20
-	echo "FAIL: a same-host peer with shm off (rc $rc, or no 'has no inbox' line)"
+	echo "FAIL: a same-host peer with shm off (rc $rc, or no 'has no shm endpoint' line)"
 	fail=1
 fi
 

@@ -254,17 +254,21 @@ Inbox *map_inbox(int fd)
 	return p == MAP_FAILED ? nullptr : static_cast<Inbox *>(p);
 }
 
-/* Writes `self` into the inbox of the endpoint whose table is `name`: false when it has
- * none (shm off there, another build) or it is full. */
-bool announce(const std::string &name, const RawAddr &self)
+/* What announcing ourselves to an endpoint found. */
+enum class Announce { Done, Full, Absent };
+
+/* Writes `self` into the inbox of the endpoint whose table is `name`: Full when its
+ * inbox is full or unreadable (another build), Absent when it has no table (gone, or
+ * shm off there). */
+Announce announce(const std::string &name, const RawAddr &self)
 {
 	const int fd = shm_open(name.c_str(), O_RDWR, 0);
 	if (fd < 0)
-		return false;
+		return Announce::Absent;
 	Inbox *in = map_inbox(fd);
 	close(fd);
 	if (!in)
-		return false;
+		return Announce::Full;
 	bool ok = false;
 	if (std::atomic_ref<uint32_t>(in->magic).load(std::memory_order_acquire) == kInboxMagic) {
 		const uint32_t i = std::atomic_ref<uint32_t>(in->next).fetch_add(1, std::memory_order_relaxed);
@@ -276,7 +280,7 @@ bool announce(const std::string &name, const RawAddr &self)
 		}
 	}
 	munmap(in, sizeof(Inbox));
-	return ok;
+	return ok ? Announce::Done : Announce::Full;
 }
 
 uint32_t slot_state(const InboxSlot &s)
@@ -590,16 +594,41 @@ size_t ShmPath::av_count() const { return ep_.av->count.load(std::memory_order_a
 
 bool ShmPath::valid(fi_addr_t a) const { return ep_.av->lookup(a) != nullptr; }
 
-ShmPath::Known &ShmPath::known(const RawAddr &addr, std::string &name)
+ShmPath::Known &ShmPath::known(const RawAddr &addr, const std::string &name, bool announce_first)
 {
-	name = shm_name(addr);
 	if (auto it = names_.find(name); it != names_.end())
 		return it->second;
 	Known k;
+	/* Only a live endpoint goes into shm's AV: 1.17's shm gives the name of one that
+	 * is gone a map slot it hands out again, and its AV then answers one fi_addr for
+	 * two names (a message of the live one would name the dead one). Announcing
+	 * ourselves checks it (its inbox exists while it does); a sender that announced
+	 * itself was alive then. */
+	if (announce_first) {
+		const Announce a = announce(key_table_name(name), ep_.self_addr());
+		k.announced = a == Announce::Done;
+		if (!k.announced)
+			EFA_INFO(Av, "the same-host peer %s has %s: our messages to it go through the device",
+				 addr_to_string(addr).c_str(),
+				 a == Announce::Absent ? "no shm endpoint (gone, or shm off there)"
+						       : "no room in its inbox for our address");
+		if (a == Announce::Absent)
+			return names_.emplace(name, k).first->second;
+	}
 	if (fi_av_insert(av_, name.c_str(), 1, &k.sa, 0, nullptr) != 1) {
 		EFA_WARN(Av, "shm refused the same-host peer %s; it goes through the device",
 			 addr_to_string(addr).c_str());
 		k.sa = FI_ADDR_NOTAVAIL;
+	} else if (k.sa < sa_used_.size() && sa_used_[k.sa]) {
+		/* A peer that died between its check and the insert left shm's map a slot
+		 * the next name reused: never two peers under one address. */
+		EFA_WARN(Av, "shm gave the same-host peer %s the address of another endpoint; it goes through the "
+			 "device", addr_to_string(addr).c_str());
+		k.sa = FI_ADDR_NOTAVAIL;
+	} else {
+		if (k.sa >= sa_used_.size())
+			sa_used_.resize(k.sa + 1, false);
+		sa_used_[k.sa] = true;
 	}
 	return names_.emplace(name, k).first->second;
 }
@@ -609,21 +638,22 @@ void ShmPath::sync()
 	const size_t n = av_count();
 	const RawAddr self = ep_.self_addr();
 	to_shm_.resize(n, FI_ADDR_NOTAVAIL);
-	std::string name;
 	for (size_t a = scanned_; a < n; a++) {
 		const AvEntry *e = ep_.av->lookup(a);
 		if (!e || std::memcmp(e->addr.gid, self.gid, sizeof self.gid) != 0)
 			continue;
-		Known &k = known(e->addr, name);
+		const std::string name = shm_name(e->addr);
+		Known &k = known(e->addr, name, true);
+		/* One that announced itself to us: we announce ourselves now. */
+		if (k.announced < 0) {
+			k.announced = announce(key_table_name(name), self) == Announce::Done;
+			if (!k.announced)
+				EFA_INFO(Av, "the same-host peer %s has no room for our address (or is gone): our "
+					 "messages to it go through the device", addr_to_string(e->addr).c_str());
+		}
 		if (k.sa == FI_ADDR_NOTAVAIL)
 			continue;
 		/* Our messages go through shm once the peer can name us (shm.h, "Senders"). */
-		if (k.announced < 0) {
-			k.announced = announce(key_table_name(name), self);
-			if (!k.announced)
-				EFA_INFO(Av, "the same-host peer %s has no inbox for our address (shm off there, or full): "
-					 "our messages to it go through the device", addr_to_string(e->addr).c_str());
-		}
 		if (k.announced)
 			to_shm_[a] = k.sa;
 		if (k.sa >= from_shm_.size())
@@ -645,7 +675,6 @@ void ShmPath::take_announcements()
 	inbox_claims_ = claims;
 	inbox_dirty_ = false;
 	const RawAddr self = ep_.self_addr();
-	std::string name;
 	for (auto it = inbox_wait_.begin(); it != inbox_wait_.end();) {
 		InboxSlot &sl = in.slot[*it];
 		if (slot_state(sl) != kWritten) {
@@ -658,7 +687,7 @@ void ShmPath::take_announcements()
 		it = inbox_wait_.erase(it);
 		if (std::memcmp(addr.gid, self.gid, sizeof self.gid) != 0)
 			continue;
-		known(addr, name).heard = true;
+		known(addr, shm_name(addr), false).heard = true;
 	}
 }
 

@@ -191,8 +191,9 @@ private:
 		int8_t announced = -1;		 /* we wrote our address into its inbox (-1: not tried) */
 		bool heard = false;		 /* it announced itself in ours */
 	};
-	/* addr's entry, inserted into shm's AV at first sight; `name` gets its shm name. */
-	Known &known(const RawAddr &addr, std::string &name);
+	/* addr's entry (`name`: its shm name), inserted into shm's AV at first sight; with
+	 * `announce_first`, only once we could announce ourselves to it (it is alive). */
+	Known &known(const RawAddr &addr, const std::string &name, bool announce_first);
 	/* Announcements (shm.h, "Senders"): takes those written into our inbox. */
 	void take_announcements();
 	/* Whether a written one is not taken yet. */
@@ -237,6 +238,7 @@ private:
 	std::vector<uint32_t> inbox_wait_;	      /* claimed slots not written when looked at */
 	bool inbox_dirty_ = false;		      /* shm met a sender whose announcement waits */
 	std::unordered_map<std::string, Known> names_;
+	std::vector<bool> sa_used_; /* shm fi_addrs given to a name of names_ */
 	/* Remote writes and reads (FI_REMOTE_WRITE, FI_REMOTE_READ counters bound): shm
 	 * counts them in counters of its own, whose growth we add to the endpoint's. */
 	fid_cntr *rem_cntr_[2] = {};
