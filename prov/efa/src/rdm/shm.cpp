@@ -619,16 +619,23 @@ ShmPath::Known &ShmPath::known(const RawAddr &addr, const std::string &name, boo
 		EFA_WARN(Av, "shm refused the same-host peer %s; it goes through the device",
 			 addr_to_string(addr).c_str());
 		k.sa = FI_ADDR_NOTAVAIL;
-	} else if (k.sa < sa_used_.size() && sa_used_[k.sa]) {
-		/* A peer that died between its check and the insert left shm's map a slot
-		 * the next name reused: never two peers under one address. */
-		EFA_WARN(Av, "shm gave the same-host peer %s the address of another endpoint; it goes through the "
-			 "device", addr_to_string(addr).c_str());
-		k.sa = FI_ADDR_NOTAVAIL;
 	} else {
-		if (k.sa >= sa_used_.size())
-			sa_used_.resize(k.sa + 1, false);
-		sa_used_[k.sa] = true;
+		if (k.sa >= sa_owner_.size())
+			sa_owner_.resize(k.sa + 1);
+		if (!sa_owner_[k.sa].empty()) {
+			/* The endpoint that had it died between its check and the insert: shm
+			 * handed its map slot, and with it this fi_addr, to this name, so what is
+			 * sent to the fi_addr goes to this peer now. The dead one keeps the device
+			 * (never two peers under one address). */
+			EFA_WARN(Av, "shm gave the same-host peer %s the address of one that is gone (%s)",
+				 addr_to_string(addr).c_str(), sa_owner_[k.sa].c_str());
+			if (auto old = names_.find(sa_owner_[k.sa]); old != names_.end())
+				old->second.sa = FI_ADDR_NOTAVAIL;
+			std::replace(to_shm_.begin(), to_shm_.end(), k.sa, FI_ADDR_NOTAVAIL);
+			if (k.sa < from_shm_.size())
+				from_shm_[k.sa] = FI_ADDR_NOTAVAIL;
+		}
+		sa_owner_[k.sa] = name;
 	}
 	return names_.emplace(name, k).first->second;
 }

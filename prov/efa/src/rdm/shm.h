@@ -238,7 +238,7 @@ private:
 	std::vector<uint32_t> inbox_wait_;	      /* claimed slots not written when looked at */
 	bool inbox_dirty_ = false;		      /* shm met a sender whose announcement waits */
 	std::unordered_map<std::string, Known> names_;
-	std::vector<bool> sa_used_; /* shm fi_addrs given to a name of names_ */
+	std::vector<std::string> sa_owner_; /* by shm fi_addr: the name it was given to */
 	/* Remote writes and reads (FI_REMOTE_WRITE, FI_REMOTE_READ counters bound): shm
 	 * counts them in counters of its own, whose growth we add to the endpoint's. */
 	fid_cntr *rem_cntr_[2] = {};
