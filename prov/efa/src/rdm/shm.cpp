@@ -594,6 +594,18 @@ size_t ShmPath::av_count() const { return ep_.av->count.load(std::memory_order_a
 
 bool ShmPath::valid(fi_addr_t a) const { return ep_.av->lookup(a) != nullptr; }
 
+bool ShmPath::announce_to(Known &k, const RawAddr &addr, const std::string &name)
+{
+	const Announce a = announce(key_table_name(name), ep_.self_addr());
+	k.announced = a == Announce::Done;
+	if (!k.announced)
+		EFA_INFO(Av, "the same-host peer %s has %s: our messages to it go through the device",
+			 addr_to_string(addr).c_str(),
+			 a == Announce::Absent ? "no shm endpoint (gone, or shm off there)"
+					       : "no room in its inbox for our address");
+	return a != Announce::Absent;
+}
+
 ShmPath::Known &ShmPath::known(const RawAddr &addr, const std::string &name, bool announce_first)
 {
 	if (auto it = names_.find(name); it != names_.end())
@@ -604,17 +616,8 @@ ShmPath::Known &ShmPath::known(const RawAddr &addr, const std::string &name, boo
 	 * two names (a message of the live one would name the dead one). Announcing
 	 * ourselves checks it (its inbox exists while it does); a sender that announced
 	 * itself was alive then. */
-	if (announce_first) {
-		const Announce a = announce(key_table_name(name), ep_.self_addr());
-		k.announced = a == Announce::Done;
-		if (!k.announced)
-			EFA_INFO(Av, "the same-host peer %s has %s: our messages to it go through the device",
-				 addr_to_string(addr).c_str(),
-				 a == Announce::Absent ? "no shm endpoint (gone, or shm off there)"
-						       : "no room in its inbox for our address");
-		if (a == Announce::Absent)
-			return names_.emplace(name, k).first->second;
-	}
+	if (announce_first && !announce_to(k, addr, name))
+		return names_.emplace(name, k).first->second;
 	if (fi_av_insert(av_, name.c_str(), 1, &k.sa, 0, nullptr) != 1) {
 		EFA_WARN(Av, "shm refused the same-host peer %s; it goes through the device",
 			 addr_to_string(addr).c_str());
@@ -652,12 +655,8 @@ void ShmPath::sync()
 		const std::string name = shm_name(e->addr);
 		Known &k = known(e->addr, name, true);
 		/* One that announced itself to us: we announce ourselves now. */
-		if (k.announced < 0) {
-			k.announced = announce(key_table_name(name), self) == Announce::Done;
-			if (!k.announced)
-				EFA_INFO(Av, "the same-host peer %s has no room for our address (or is gone): our "
-					 "messages to it go through the device", addr_to_string(e->addr).c_str());
-		}
+		if (k.announced < 0)
+			announce_to(k, e->addr, name);
 		if (k.sa == FI_ADDR_NOTAVAIL)
 			continue;
 		/* Our messages go through shm once the peer can name us (shm.h, "Senders"). */
@@ -676,7 +675,7 @@ void ShmPath::sync()
 void ShmPath::take_announcements()
 {
 	auto &in = *static_cast<Inbox *>(inbox_);
-	const uint32_t claims = std::atomic_ref<uint32_t>(in.next).load(std::memory_order_relaxed);
+	const uint32_t claims = inbox_claims();
 	for (uint32_t i = std::min(inbox_claims_, kInboxSlots); i < std::min(claims, kInboxSlots); i++)
 		inbox_wait_.push_back(i);
 	inbox_claims_ = claims;
@@ -698,12 +697,15 @@ void ShmPath::take_announcements()
 	}
 }
 
+uint32_t ShmPath::inbox_claims() const
+{
+	return std::atomic_ref<uint32_t>(static_cast<Inbox *>(inbox_)->next).load(std::memory_order_relaxed);
+}
+
 bool ShmPath::announcement_waiting() const
 {
 	const auto &in = *static_cast<const Inbox *>(inbox_);
-	const uint32_t claims =
-		std::min(std::atomic_ref<uint32_t>(const_cast<uint32_t &>(in.next)).load(std::memory_order_acquire),
-			 kInboxSlots);
+	const uint32_t claims = std::min(inbox_claims(), kInboxSlots);
 	for (uint32_t i = std::min(inbox_claims_, kInboxSlots); i < claims; i++)
 		if (slot_state(in.slot[i]) == kWritten)
 			return true;
@@ -778,36 +780,32 @@ ssize_t ShmPath::send(const SendArgs &a, fi_addr_t dest)
 	 * read from shm (its transmit CQ is selective), counted now as shm counts its own. */
 	if ((a.flags & (FI_INJECT | FI_DELIVERY_COMPLETE | FI_TRANSMIT_COMPLETE)) == FI_INJECT &&
 	    len <= inject_size_ && len <= ep_.inject_size) {
-		const uint64_t flags = FI_INJECT | (a.flags & FI_REMOTE_CQ_DATA);
-		ssize_t r;
-		if (a.tagged) {
-			const fi_msg_tagged m{a.iov, const_cast<void **>(g_null_desc), a.count, dest, a.tag, 0, nullptr, a.data};
-			r = fi_tsendmsg(ep_shm_, &m, flags);
-		} else {
-			const fi_msg m{a.iov, const_cast<void **>(g_null_desc), a.count, dest, nullptr, a.data};
-			r = fi_sendmsg(ep_shm_, &m, flags);
-		}
-		if (!r) {
-			stats_.sends++;
+		const ssize_t r = post_send(a, a.iov, a.count, dest, nullptr, FI_INJECT | (a.flags & FI_REMOTE_CQ_DATA));
+		if (!r)
 			ep_.count(kCntrSend, true);
-		}
 		return r;
 	}
 	Tx x;
 	if (ssize_t r = begin_tx(x, a.tagged ? "fi_tsend" : "fi_send", a.context, a.flags,
 				 FI_SEND | (a.tagged ? FI_TAGGED : FI_MSG), kCntrSend, a.iov, a.count, len))
 		return r;
+	return posted(x.t, post_send(a, x.iov, x.count, dest, x.t, x.flags));
+}
+
+ssize_t ShmPath::post_send(const SendArgs &a, const iovec *iov, size_t count, fi_addr_t dest, TxShm *t,
+			   uint64_t flags)
+{
 	ssize_t r;
 	if (a.tagged) {
-		const fi_msg_tagged m{x.iov, const_cast<void **>(g_null_desc), x.count, dest, a.tag, 0, x.t, a.data};
-		r = fi_tsendmsg(ep_shm_, &m, x.flags);
+		const fi_msg_tagged m{iov, const_cast<void **>(g_null_desc), count, dest, a.tag, 0, t, a.data};
+		r = fi_tsendmsg(ep_shm_, &m, flags);
 	} else {
-		const fi_msg m{x.iov, const_cast<void **>(g_null_desc), x.count, dest, x.t, a.data};
-		r = fi_sendmsg(ep_shm_, &m, x.flags);
+		const fi_msg m{iov, const_cast<void **>(g_null_desc), count, dest, t, a.data};
+		r = fi_sendmsg(ep_shm_, &m, flags);
 	}
 	if (!r)
 		stats_.sends++;
-	return posted(x.t, r);
+	return r;
 }
 
 ssize_t ShmPath::rma(const RmaArgs &a, uint64_t len, fi_addr_t dest)
@@ -1236,8 +1234,7 @@ void ShmPath::discard(MsgRx &m)
 void ShmPath::progress()
 {
 	/* Senders that announced themselves, then those inserted since the last look. */
-	if (inbox_ && (inbox_dirty_ || std::atomic_ref<uint32_t>(static_cast<Inbox *>(inbox_)->next).load(
-						      std::memory_order_relaxed) != inbox_claims_))
+	if (inbox_ && (inbox_dirty_ || inbox_claims() != inbox_claims_))
 		take_announcements();
 	if (av_count() != scanned_)
 		sync();

@@ -176,6 +176,8 @@ private:
 	 * goes from t's copy (iov, count then name it). */
 	uint64_t shm_flags(TxShm &t, uint64_t op_flags, const iovec *&iov, size_t &count, uint64_t len, iovec &copy);
 	ssize_t posted(TxShm *t, ssize_t r);
+	/* Hands a send (its iovs, context t) to shm; counts it in the stats when taken. */
+	ssize_t post_send(const SendArgs &a, const iovec *iov, size_t count, fi_addr_t dest, TxShm *t, uint64_t flags);
 	/* Remote keys (the top of this file): the peer's table, or null; whether it has
 	 * the region; t completes with FI_EACCES when not. */
 	const void *peer_keys(fi_addr_t dest);
@@ -194,7 +196,12 @@ private:
 	/* addr's entry (`name`: its shm name), inserted into shm's AV at first sight; with
 	 * `announce_first`, only once we could announce ourselves to it (it is alive). */
 	Known &known(const RawAddr &addr, const std::string &name, bool announce_first);
-	/* Announcements (shm.h, "Senders"): takes those written into our inbox. */
+	/* Announces us to k's peer (`name`), logging why not; false when it has no shm
+	 * endpoint at all. */
+	bool announce_to(Known &k, const RawAddr &addr, const std::string &name);
+	/* Announcements (shm.h, "Senders"): slots claimed in our inbox so far; takes those
+	 * written into it. */
+	uint32_t inbox_claims() const;
 	void take_announcements();
 	/* Whether a written one is not taken yet. */
 	bool announcement_waiting() const;
