@@ -250,6 +250,18 @@ void sim_wire()
 	save(d, "read_resp", resp);
 	rs.reserved = 7; /* REMOTE_BAD_ADDRESS */
 	save(d, "read_resp_error", datagram(PKT_READ_RESP, 0, &rs, sizeof rs, 0));
+	rr.dma_pid = 4242; /* a loopback DMA offer, and the placed answer */
+	rr.dma_nsge = 2;
+	rr.dma_nonce = 0x5151;
+	rr.dma_nonce_addr = 0x7000;
+	rr.dma_addr[0] = 0x8000;
+	rr.dma_len[0] = 1000;
+	rr.dma_addr[1] = 0x9000;
+	rr.dma_len[1] = 4000;
+	save(d, "read_req_dma", datagram(PKT_READ_REQ, PF_ACK, &rr, sizeof rr, 0));
+	rs.reserved = 0;
+	rs.offset = 0;
+	save(d, "read_resp_placed", datagram(PKT_READ_RESP, PF_PLACED, &rs, sizeof rs, 0));
 }
 
 } // namespace

@@ -168,6 +168,9 @@ Config load()
 	uint64_t cow = 1;
 	parse_u64("EFASIM_COPY_ON_FORK", 0, 1, cow, err);
 	c.copy_on_fork = cow != 0;
+	uint64_t dma = 1;
+	parse_u64("EFASIM_LOOPBACK_DMA", 0, 1, dma, err);
+	c.loopback_dma = dma != 0;
 
 	/* The in-flight ring is indexed by seq & (window - 1). */
 	uint32_t w = 4;

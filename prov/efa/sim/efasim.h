@@ -51,6 +51,8 @@ struct efasim_stats {
 	uint64_t ud_received;      /* UD datagrams that consumed a posted receive */
 	uint64_t ud_no_recv;       /* UD datagrams dropped: no receive posted */
 	uint64_t ud_dropped;       /* UD datagrams dropped: QP not ready, or a QP of the other type */
+	uint64_t dma_bytes;        /* RDMA read bytes placed, as target, by one copy into another
+				    * process on this device (loopback DMA; also in rdma_read_bytes) */
 };
 
 /*

@@ -122,6 +122,7 @@ Runtime *Runtime::acquire(int index)
 	rt->port_base = uint16_t(c.port_base + index * c.port_stride);
 	rt->gid = make_gid(rt->addr, rt->port_base, uint8_t(index));
 	rt->refs = 1;
+	rt->pid = uint32_t(getpid());
 	rt->next_ahn = 1;
 	rt->next_deadline = UINT64_MAX;
 	rt->timer_hint = UINT64_MAX;

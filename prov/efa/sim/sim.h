@@ -169,6 +169,7 @@ struct Config {
 	uint64_t seed;
 	bool stats_dump;
 	bool copy_on_fork; /* EFASIM_COPY_ON_FORK: the kernel copies registered pages on fork (5.13+) */
+	bool loopback_dma; /* EFASIM_LOOPBACK_DMA: RDMA read between QPs of one device by one copy */
 	int log_level;
 	std::string error; /* non-empty: a variable was invalid; devices are not offered */
 };
@@ -371,6 +372,7 @@ struct SendOp : TxJob {
 	uint32_t slot;
 	Sge sge[2];
 	uint64_t bytes_to_recv; /* RDMA read: response bytes still to place */
+	bool dma_offered;       /* RDMA read: the request let the responder place the data */
 	uint8_t inline_buf[128];
 	uint32_t op_id() const { return slot | (uint32_t(gen) << 16); }
 };
@@ -378,6 +380,7 @@ struct SendOp : TxJob {
 /* Target side of an RDMA read: streams the response back through the channel. */
 struct ReadResp : TxJob {
 	uint32_t op_id;
+	bool placed; /* the data is in the initiator's buffer already: one PF_PLACED packet */
 };
 
 /* One slot of a channel's in-flight ring. */
@@ -506,6 +509,8 @@ struct Runtime {
 	uint16_t port_base;
 	Gid gid;
 	int refs;
+	uint32_t pid;     /* of the process that opened the device (a fork child opens its own) */
+	bool dma_denied;  /* the kernel refused a cross-process copy: no loopback DMA any more */
 
 	std::mutex lock;
 	std::unordered_map<uint32_t, Qp *> qps;

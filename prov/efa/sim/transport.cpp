@@ -21,7 +21,9 @@
  */
 #include "sim.h"
 
+#include <sys/random.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <bit>
@@ -176,6 +178,86 @@ uint32_t npackets(uint64_t len)
 	return len == 0 ? 1 : uint32_t((len + seg - 1) / seg);
 }
 
+/* ---- loopback DMA: an RDMA read between two QPs of one device, by one copy
+ *
+ * A NIC serves a read between two of its own QPs without the wire: its DMA engine reads
+ * the target's memory and writes the initiator's. Here the two QPs may live in two
+ * processes, so the responder's device writes the initiator's buffer with
+ * process_vm_writev() after it has checked the remote key, and answers with a single
+ * PF_PLACED response instead of the data. Only the initiator's device knows its buffer:
+ * it offers it in the request, with its pid and the address of a random word of its
+ * process that the responder reads back first, so a pid that was reused by another
+ * process never receives data. Anything that fails (the kernel refuses cross-process
+ * copies, the process is gone, the buffer was unmapped) falls back to streaming the
+ * data through the channel. */
+
+volatile uint64_t g_dma_nonce;
+
+uint64_t dma_nonce()
+{
+	static const uint64_t n = [] {
+		uint64_t v = 0;
+		if (getrandom(&v, sizeof v, 0) != sizeof v)
+			v = uint64_t(now_ns()) * 0x9e3779b97f4a7c15ull ^ uint64_t(getpid());
+		g_dma_nonce = v | 1;
+		return v | 1;
+	}();
+	return n;
+}
+
+/* Fills the request's offer when the responder is this device and the buffer is
+ * registered for local write. */
+void offer_dma(Runtime *rt, Peer *p, SendOp *op, ReadReqBody &b)
+{
+	if (!config().loopback_dma || op->is_inline || !op->nsge || !(p->gid == rt->gid))
+		return;
+	for (unsigned i = 0; i < op->nsge; i++) {
+		if (!sge_valid(rt, p->qp->pd, op->sge[i], IBV_ACCESS_LOCAL_WRITE))
+			return;
+		b.dma_addr[i] = op->sge[i].addr;
+		b.dma_len[i] = op->sge[i].length;
+	}
+	b.dma_nsge = op->nsge;
+	b.dma_pid = rt->pid;
+	b.dma_nonce = dma_nonce();
+	b.dma_nonce_addr = reinterpret_cast<uintptr_t>(&g_dma_nonce);
+	op->dma_offered = true;
+}
+
+/* Places [src, src + b.len) in the initiator's offered buffer. False: nothing usable
+ * was placed, stream the data instead. */
+bool place_dma(Runtime *rt, const ReadReqBody &b, const uint8_t *src)
+{
+	if (!config().loopback_dma || rt->dma_denied)
+		return false;
+	iovec remote[2];
+	uint64_t total = 0;
+	for (unsigned i = 0; i < b.dma_nsge; i++) {
+		remote[i] = {reinterpret_cast<void *>(uintptr_t(b.dma_addr[i])), b.dma_len[i]};
+		total += b.dma_len[i];
+	}
+	if (total != b.len)
+		return false;
+	const pid_t pid = pid_t(b.dma_pid);
+	uint64_t seen = 0;
+	iovec mine = {&seen, sizeof seen};
+	iovec theirs = {reinterpret_cast<void *>(uintptr_t(b.dma_nonce_addr)), sizeof seen};
+	const bool read = process_vm_readv(pid, &mine, 1, &theirs, 1, 0) == ssize_t(sizeof seen);
+	if (read && seen == b.dma_nonce) {
+		mine = {const_cast<uint8_t *>(src), size_t(b.len)};
+		return process_vm_writev(pid, &mine, 1, remote, b.dma_nsge, 0) == ssize_t(b.len);
+	}
+	if (!read && (errno == EPERM || errno == ENOSYS)) {
+		rt->dma_denied = true;
+		SIM_INFO("loopback DMA: the kernel refuses process_vm_readv/writev (%s); RDMA reads "
+			 "between processes on this device stream their data through datagrams from now "
+			 "on (allow cross-process copies, e.g. CAP_SYS_PTRACE or the Yama ptrace scope, or "
+			 "set EFASIM_LOOPBACK_DMA=0 to choose this)",
+			 strerror(errno));
+	}
+	return false;
+}
+
 } // namespace
 
 /* ------------------------------------------------------------------ peers */
@@ -277,12 +359,15 @@ void transmit(Runtime *rt, Peer *p, Inflight &f)
 		body.rreq.op_id = op->op_id();
 		body.rreq.raddr = op->raddr;
 		body.rreq.len = op->len;
+		offer_dma(rt, p, op, body.rreq);
 		break;
 	}
 	case PKT_READ_RESP: {
 		auto *rr = static_cast<ReadResp *>(job);
 		body.rresp.op_id = rr->op_id;
 		body.rresp.offset = f.off;
+		if (rr->placed)
+			break; /* the data is there already (place_dma) */
 		/* Re-check the key on every (re)transmission: the MR may be gone by now. */
 		uint8_t *src = remote_target(rt, p->qp, rr->rkey, rr->raddr, rr->len, IBV_ACCESS_REMOTE_READ);
 		if (!src) {
@@ -311,6 +396,8 @@ void transmit(Runtime *rt, Peer *p, Inflight &f)
 		h.flags |= PF_IMM;
 	if (job->local && static_cast<SendOp *>(job)->hints)
 		h.flags |= PF_HINT;
+	if (f.type == PKT_READ_RESP && static_cast<ReadResp *>(job)->placed)
+		h.flags |= PF_PLACED;
 	iov[0] = {&h, sizeof h};
 	rt->xmit(p->qp, p->sa, iov, n);
 }
@@ -372,6 +459,8 @@ void Runtime::pump(Peer *p)
 				f.type = job->op == OP_READ_RESP ? PKT_READ_RESP : PKT_WRITE;
 				f.off = uint64_t(job->pkts_sent) * c.segment;
 				f.len = uint32_t(std::min<uint64_t>(c.segment, job->len - std::min(job->len, f.off)));
+				if (job->op == OP_READ_RESP && static_cast<ReadResp *>(job)->placed)
+					f.len = 0;
 				f.last = last;
 				break;
 			}
@@ -972,7 +1061,8 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 				status = EFA_REMOTE_BAD_LENGTH;
 				break;
 			}
-			if (!remote_target(this, qp, b->rkey, b->raddr, b->len, IBV_ACCESS_REMOTE_READ)) {
+			const uint8_t *src = remote_target(this, qp, b->rkey, b->raddr, b->len, IBV_ACCESS_REMOTE_READ);
+			if (!src) {
 				status = EFA_REMOTE_BAD_ADDRESS;
 				break;
 			}
@@ -985,6 +1075,12 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 				resp->len = b->len;
 				resp->op_id = b->op_id;
 				resp->pkts_total = npackets(b->len);
+				if (b->dma_pid && sgid == gid && place_dma(this, *b, src)) {
+					resp->placed = true;
+					resp->pkts_total = 1;
+					stats.rdma_read_bytes += b->len;
+					stats.dma_bytes += b->len;
+				}
 			}
 			break;
 		}
@@ -997,7 +1093,17 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 			if (!op.in_use || op.op_id() != b->op_id || op.op != OP_READ || op.peer != p ||
 			    op.status != EFA_OK)
 				break; /* stale: the read already ended */
-			if (b->reserved) {
+			if (h->flags & PF_PLACED) {
+				if (!op.dma_offered) {
+					stats.malformed++;
+					return;
+				}
+				/* Placed by the responder; the buffer must still be registered. */
+				for (unsigned i = 0; i < op.nsge; i++)
+					if (!sge_valid(this, qp->pd, op.sge[i], IBV_ACCESS_LOCAL_WRITE))
+						op.status = EFA_LOCAL_INVALID_LKEY;
+				op.bytes_to_recv = 0;
+			} else if (b->reserved) {
 				op.status = uint8_t(b->reserved);
 				op.bytes_to_recv = 0;
 			} else if (!read_resp_fits(b->offset, pk.payload_len, op.len, op.bytes_to_recv)) {

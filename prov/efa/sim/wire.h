@@ -19,7 +19,7 @@
 namespace efasim {
 
 inline constexpr uint32_t kWireMagic = 0x53414645; /* "EFAS" */
-inline constexpr uint8_t kWireVersion = 1;
+inline constexpr uint8_t kWireVersion = 2;
 
 enum PktType : uint8_t {
 	PKT_ACK = 1,       /* acknowledgement only, no sequence number */
@@ -36,6 +36,7 @@ enum PktFlags : uint8_t {
 	PF_ACK = 1 << 0, /* ack_epoch / ack_cum / ack_sack are valid */
 	PF_IMM = 1 << 1, /* the body's imm field is valid */
 	PF_HINT = 1 << 2, /* processing hints were set on the work request */
+	PF_PLACED = 1 << 3, /* READ_RESP: the responder placed the whole read itself (one copy) */
 };
 
 inline constexpr unsigned kSackBits = 128;
@@ -87,8 +88,18 @@ struct ReadReqBody {
 	uint32_t op_id; /* initiator's operation id, echoed by the responses */
 	uint64_t raddr;
 	uint64_t len;
+	/* Same-device offer (dma_pid != 0): the initiator is process dma_pid on the
+	 * responder's own device, its buffer is dma_addr/dma_len, and the 64-bit word at
+	 * dma_nonce_addr in it holds dma_nonce. The responder may place the data there with
+	 * one copy and answer with one PF_PLACED response, as a NIC's loopback DMA does. */
+	uint32_t dma_pid;
+	uint32_t dma_nsge;
+	uint64_t dma_nonce;
+	uint64_t dma_nonce_addr;
+	uint64_t dma_addr[2];
+	uint32_t dma_len[2];
 };
-static_assert(sizeof(ReadReqBody) == 24, "read request body size");
+static_assert(sizeof(ReadReqBody) == 72, "read request body size");
 
 struct ReadRespBody {
 	uint32_t op_id;
@@ -188,10 +199,18 @@ inline bool check_body(const Parsed &pk, uint32_t mtu, uint32_t segment)
 		return b.offset <= b.total_len && pk.payload_len <= b.total_len - b.offset &&
 		       pk.payload_len <= segment && b.last <= 1;
 	}
+	case PKT_READ_REQ: {
+		ReadReqBody b;
+		std::memcpy(&b, pk.body, sizeof b);
+		return b.dma_nsge <= 2 && (b.dma_pid || !b.dma_nsge);
+	}
 	case PKT_READ_RESP: {
 		ReadRespBody b;
 		std::memcpy(&b, pk.body, sizeof b);
-		/* reserved != 0: the responder refused the read; no data then. */
+		/* reserved != 0: the responder refused the read; no data then. PF_PLACED: the
+		 * responder placed all of it; no data either. */
+		if (pk.hdr->flags & PF_PLACED)
+			return !b.reserved && !b.offset && !pk.payload_len;
 		return b.reserved ? is_remote_status(b.reserved) && !pk.payload_len : pk.payload_len <= segment;
 	}
 	default: return true;

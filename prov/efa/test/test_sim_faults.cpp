@@ -9,6 +9,8 @@
 #include <algorithm>
 #include "../sim/wire.h"
 
+#include <poll.h>
+
 #include <chrono>
 #include <set>
 #include <thread>
@@ -130,7 +132,10 @@ Test(sim_faults, exactly_once_under_duplication_and_reordering, .init = [] {
 	cr_assert_gt(r.rx.out_of_order, 0u);
 }
 
+/* The read's data streams through the lossy channel (EFASIM_LOOPBACK_DMA=0); the
+ * placed responses of loopback DMA under loss: loopback_dma_reads_under_loss. */
 Test(sim_faults, exactly_once_under_delay_and_loss_with_rdma, .init = [] {
+	setenv("EFASIM_LOOPBACK_DMA", "0", 1);
 	setenv("EFASIM_LOSS", "0.02", 1);
 	setenv("EFASIM_DELAY_US", "100", 1);
 	setenv("EFASIM_REORDER", "4", 1);
@@ -421,6 +426,30 @@ std::vector<uint8_t> forged(const Addr &to, const ibv_gid &gid, uint16_t from_qp
 	return d;
 }
 
+/* A UDP socket on the device's address whose port lies in the device's range, so that
+ * datagrams from it pass for QP `my_qpn` of that device; `qpa` is the address of `to`. */
+int forger_socket(const Addr &to, sockaddr_in &qpa, uint16_t &my_qpn)
+{
+	/* The QP's port: the GID's port base + QPN, on the GID's IPv4 address. */
+	qpa = {};
+	qpa.sin_family = AF_INET;
+	qpa.sin_port = htons(uint16_t((to.gid.raw[4] << 8 | to.gid.raw[5]) + to.qpn));
+	memcpy(&qpa.sin_addr.s_addr, &to.gid.raw[12], 4);
+	const int s = socket(AF_INET, SOCK_DGRAM, 0);
+	cr_assert_geq(s, 0);
+	sockaddr_in me{};
+	me.sin_family = AF_INET;
+	memcpy(&me.sin_addr.s_addr, &to.gid.raw[12], 4);
+	cr_assert_eq(bind(s, reinterpret_cast<sockaddr *>(&me), sizeof me), 0);
+	socklen_t ml = sizeof me;
+	cr_assert_eq(getsockname(s, reinterpret_cast<sockaddr *>(&me), &ml), 0);
+	const uint32_t base = uint32_t(to.gid.raw[4] << 8 | to.gid.raw[5]);
+	const uint32_t port = ntohs(me.sin_port);
+	cr_assert_gt(port, base, "ephemeral port %u below the device's port base %u", port, base);
+	my_qpn = uint16_t(port - base); /* the QPN whose address this socket has */
+	return s;
+}
+
 } // namespace
 
 /*
@@ -438,23 +467,9 @@ Test(sim_faults, malformed_datagrams_are_dropped_and_counted)
 	ibv_mr *mtx = b.reg(tx, sizeof tx);
 	cr_assert_eq(a.post_recv(mrx, rx, sizeof rx, 77), 0);
 
-	/* The QP's port: the GID's port base + QPN, on the GID's IPv4 address. */
-	sockaddr_in qpa{};
-	qpa.sin_family = AF_INET;
-	qpa.sin_port = htons(uint16_t((a.self.gid.raw[4] << 8 | a.self.gid.raw[5]) + a.self.qpn));
-	memcpy(&qpa.sin_addr.s_addr, &a.self.gid.raw[12], 4);
-	const int s = socket(AF_INET, SOCK_DGRAM, 0);
-	cr_assert_geq(s, 0);
-	sockaddr_in me{};
-	me.sin_family = AF_INET;
-	memcpy(&me.sin_addr.s_addr, &a.self.gid.raw[12], 4);
-	cr_assert_eq(bind(s, reinterpret_cast<sockaddr *>(&me), sizeof me), 0);
-	socklen_t ml = sizeof me;
-	cr_assert_eq(getsockname(s, reinterpret_cast<sockaddr *>(&me), &ml), 0);
-	const uint32_t base = uint32_t(a.self.gid.raw[4] << 8 | a.self.gid.raw[5]);
-	const uint32_t port = ntohs(me.sin_port);
-	cr_assert_gt(port, base, "ephemeral port %u below the device's port base %u", port, base);
-	const uint16_t my_qpn = uint16_t(port - base); /* the QPN whose address this socket has */
+	sockaddr_in qpa;
+	uint16_t my_qpn;
+	const int s = forger_socket(a.self, qpa, my_qpn);
 
 	std::vector<std::vector<uint8_t>> bad;
 	bad.push_back(std::vector<uint8_t>(10, 0xff));		      /* shorter than a header */
@@ -472,6 +487,14 @@ Test(sim_faults, malformed_datagrams_are_dropped_and_counted)
 	efasim::ReadRespBody rb{};
 	rb.reserved = 0x100; /* an error status that truncates to success */
 	bad.push_back(forged(a.self, a.self.gid, my_qpn, efasim::PKT_READ_RESP, 0, &rb, sizeof rb, 0));
+	rb.reserved = 0;
+	bad.push_back(forged(a.self, a.self.gid, my_qpn, efasim::PKT_READ_RESP, efasim::PF_PLACED, &rb, sizeof rb,
+			     8)); /* "placed", yet with data */
+	efasim::ReadReqBody rq{};
+	rq.len = 8;
+	rq.dma_pid = 1;
+	rq.dma_nsge = 3; /* more entries than a request holds */
+	bad.push_back(forged(a.self, a.self.gid, my_qpn, efasim::PKT_READ_REQ, 0, &rq, sizeof rq, 0));
 	std::vector<uint8_t> lie = forged(a.self, a.self.gid, my_qpn, efasim::PKT_SEND, 0, &sb, sizeof sb, 100);
 	lie.pop_back(); /* body_len says one byte more than the datagram has */
 	bad.push_back(lie);
@@ -502,6 +525,99 @@ Test(sim_faults, malformed_datagrams_are_dropped_and_counted)
 	const efasim_stats after = a.stats();
 	cr_assert_eq(after.malformed - before.malformed, bad.size(), "malformed %lu of %zu",
 		     (unsigned long)(after.malformed - before.malformed), bad.size());
+}
+
+/*
+ * A read request that offers a buffer for loopback DMA with the wrong proof of identity
+ * (the word at dma_nonce_addr in process dma_pid is not dma_nonce: a pid reused by
+ * another process, or a forgery): the device must not write there. It streams the data
+ * to the requester instead, and counts nothing as placed.
+ */
+Test(sim_faults, loopback_dma_needs_the_initiators_proof)
+{
+	Node a;
+	std::vector<uint8_t> mem(4096), victim(4096, 0xab);
+	fill(mem.data(), mem.size(), 3);
+	ibv_mr *mr = a.reg(mem.data(), mem.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	a.ah_for(a.self); /* the requester's GID is this device's: a known peer */
+	sockaddr_in qpa;
+	uint16_t my_qpn;
+	const int s = forger_socket(a.self, qpa, my_qpn);
+	static volatile uint64_t word = 0x1111;
+	efasim::ReadReqBody rq{};
+	rq.rkey = mr->rkey;
+	rq.op_id = 1;
+	rq.raddr = uintptr_t(mem.data());
+	rq.len = mem.size();
+	rq.dma_pid = uint32_t(getpid());
+	rq.dma_nsge = 1;
+	rq.dma_nonce = 0x2222; /* not what the word holds */
+	rq.dma_nonce_addr = uintptr_t(&word);
+	rq.dma_addr[0] = uintptr_t(victim.data());
+	rq.dma_len[0] = uint32_t(victim.size());
+	const auto d = forged(a.self, a.self.gid, my_qpn, efasim::PKT_READ_REQ, 0, &rq, sizeof rq, 0);
+	cr_assert_eq(sendto(s, d.data(), d.size(), 0, reinterpret_cast<sockaddr *>(&qpa), sizeof qpa),
+		     ssize_t(d.size()));
+	/* The answer: data, streamed (a bound, not a sync: the device answers at once). */
+	uint8_t buf[65536];
+	pollfd pf = {s, POLLIN, 0};
+	cr_assert_eq(poll(&pf, 1, 10000), 1, "no read response");
+	const ssize_t n = recv(s, buf, sizeof buf, 0);
+	close(s);
+	cr_assert_gt(n, ssize_t(sizeof(efasim::WireHdr) + sizeof(efasim::ReadRespBody)));
+	efasim::WireHdr h;
+	memcpy(&h, buf, sizeof h);
+	cr_assert_eq(h.type, efasim::PKT_READ_RESP);
+	cr_assert_eq(h.flags & efasim::PF_PLACED, 0, "claimed to have placed the data");
+	cr_assert_eq(size_t(n) - sizeof h - sizeof(efasim::ReadRespBody), mem.size(), "not streamed whole");
+	cr_assert(check(buf + sizeof h + sizeof(efasim::ReadRespBody), mem.size(), 3));
+	cr_assert(std::all_of(victim.begin(), victim.end(), [](uint8_t b) { return b == 0xab; }),
+		  "the offered buffer was written without proof");
+	cr_assert_eq(a.stats().dma_bytes, 0u);
+}
+
+/*
+ * Loopback DMA under loss: requests and placed responses are lost and retransmitted; each
+ * read still completes once with the data, and the target counts every byte placed once.
+ */
+Test(sim_faults, loopback_dma_reads_under_loss, .init = [] {
+	setenv("EFASIM_LOSS", "0.05", 1);
+	setenv("EFASIM_SEED", "5", 1);
+	setenv("EFASIM_RTO_US", "500", 1);
+})
+{
+	const uint32_t len = 65536, reads = 200;
+	run_pair(
+		[&](Chan &ch) {
+			Initiator in(ch);
+			auto &[a, t, rm, ah] = in;
+			std::vector<uint8_t> dst(len);
+			ibv_mr *md = a.reg(dst.data(), len);
+			for (uint32_t i = 0; i < reads; i++) {
+				memset(dst.data(), 0, len);
+				cr_assert_eq(a.post(IBV_WR_RDMA_READ, ah, t, md, dst.data(), len, i, rm.rkey, rm.addr), 0);
+				auto c = a.wait(1, 30000);
+				cr_assert_eq(c.size(), 1u, "read %u", i);
+				cr_assert_eq(c[0].status, IBV_WC_SUCCESS, "read %u: vendor %u", i, c[0].vendor_err);
+				cr_assert(check(dst.data(), len, 8), "read %u", i);
+			}
+			cr_assert_gt(a.stats().fault_dropped, 0u);
+			ch.sync(2);
+		},
+		[&](Chan &ch) {
+			std::vector<uint8_t> mem(len); /* outlives the device (simtest.h, Node) */
+			Node t;
+			Addr init = t.exchange(ch);
+			t.ah_for(init);
+			fill(mem.data(), len, 8);
+			ibv_mr *mr = t.reg(mem.data(), len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+			ch.send(RemoteMr{uintptr_t(mem.data()), mr->rkey, uint32_t(len)});
+			ch.sync(2);
+			const efasim_stats st = t.stats();
+			PEER_CHECK(st.dma_bytes == uint64_t(len) * reads);
+			PEER_CHECK(st.fault_dropped > 0);
+			return 0;
+		});
 }
 
 /*
