@@ -372,7 +372,9 @@ struct SendOp : TxJob {
 	uint32_t slot;
 	Sge sge[2];
 	uint64_t bytes_to_recv; /* RDMA read: response bytes still to place */
-	bool dma_offered;       /* RDMA read: the request let the responder place the data */
+	/* RDMA read whose request offered its buffer (loopback DMA): a value unique to this
+	 * read, which the responder reads back before it writes; 0 once the read ended. */
+	uint64_t dma_token;
 	uint8_t inline_buf[128];
 	uint32_t op_id() const { return slot | (uint32_t(gen) << 16); }
 };

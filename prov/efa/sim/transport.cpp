@@ -185,28 +185,32 @@ uint32_t npackets(uint64_t len)
  * processes, so the responder's device writes the initiator's buffer with
  * process_vm_writev() after it has checked the remote key, and answers with a single
  * PF_PLACED response instead of the data. Only the initiator's device knows its buffer:
- * it offers it in the request, with its pid and the address of a random word of its
- * process that the responder reads back first, so a pid that was reused by another
- * process never receives data. Anything that fails (the kernel refuses cross-process
+ * it offers it in the request, with its pid and the address of the read's token (a
+ * value unique to the read, cleared when it ends) that the responder reads back first,
+ * so neither a pid reused by another process nor a read that already ended (flushed,
+ * timed out) receives data. Anything that fails (the kernel refuses cross-process
  * copies, the process is gone, the buffer was unmapped) falls back to streaming the
  * data through the channel. */
 
-volatile uint64_t g_dma_nonce;
-
-uint64_t dma_nonce()
+/* A value unique to one read of this process, never 0: a random base plus a counter. */
+uint64_t next_dma_token()
 {
-	static const uint64_t n = [] {
+	static const uint64_t base = [] {
 		uint64_t v = 0;
 		if (getrandom(&v, sizeof v, 0) != sizeof v)
-			v = uint64_t(now_ns()) * 0x9e3779b97f4a7c15ull ^ uint64_t(getpid());
-		g_dma_nonce = v | 1;
-		return v | 1;
+			v = now_ns() * 0x9e3779b97f4a7c15ull ^ uint64_t(getpid());
+		return v;
 	}();
-	return n;
+	static std::atomic<uint64_t> n{0};
+	const uint64_t t = base + (n.fetch_add(1) + 1) * 0x9e3779b97f4a7c15ull;
+	return t ? t : 1;
 }
 
 /* Fills the request's offer when the responder is this device and the buffer is
- * registered for local write. */
+ * registered for local write. The proof is the read's own token, in the work request
+ * itself: it is cleared when the read ends (complete_send), with any status, so a
+ * request delivered after its read was flushed or timed out, when the application may
+ * have freed the buffer, gets nothing written. */
 void offer_dma(Runtime *rt, Peer *p, SendOp *op, ReadReqBody &b)
 {
 	if (!config().loopback_dma || op->is_inline || !op->nsge || !(p->gid == rt->gid))
@@ -217,11 +221,12 @@ void offer_dma(Runtime *rt, Peer *p, SendOp *op, ReadReqBody &b)
 		b.dma_addr[i] = op->sge[i].addr;
 		b.dma_len[i] = op->sge[i].length;
 	}
+	if (!op->dma_token)
+		__atomic_store_n(&op->dma_token, next_dma_token(), __ATOMIC_RELEASE);
 	b.dma_nsge = op->nsge;
 	b.dma_pid = rt->pid;
-	b.dma_nonce = dma_nonce();
-	b.dma_nonce_addr = reinterpret_cast<uintptr_t>(&g_dma_nonce);
-	op->dma_offered = true;
+	b.dma_nonce = op->dma_token;
+	b.dma_nonce_addr = reinterpret_cast<uintptr_t>(&op->dma_token);
 }
 
 /* Places [src, src + b.len) in the initiator's offered buffer. False: nothing usable
@@ -653,6 +658,7 @@ void Runtime::complete_send(SendOp *op)
 		e.byte_len = uint32_t(op->len);
 		push_cqe(owner, owner->scq, e);
 	}
+	__atomic_store_n(&op->dma_token, 0, __ATOMIC_RELEASE); /* offer_dma() */
 	op->in_use = false;
 	op->gen++;
 	owner->sq_free.push_back(op->slot);
@@ -1094,7 +1100,7 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 			    op.status != EFA_OK)
 				break; /* stale: the read already ended */
 			if (h->flags & PF_PLACED) {
-				if (!op.dma_offered) {
+				if (!op.dma_token) {
 					stats.malformed++;
 					return;
 				}

@@ -90,8 +90,9 @@ struct ReadReqBody {
 	uint64_t len;
 	/* Same-device offer (dma_pid != 0): the initiator is process dma_pid on the
 	 * responder's own device, its buffer is dma_addr/dma_len, and the 64-bit word at
-	 * dma_nonce_addr in it holds dma_nonce. The responder may place the data there with
-	 * one copy and answer with one PF_PLACED response, as a NIC's loopback DMA does. */
+	 * dma_nonce_addr in that process holds dma_nonce while the read is outstanding (the
+	 * read's token). The responder may place the data there with one copy and answer
+	 * with one PF_PLACED response, as a NIC's loopback DMA does. */
 	uint32_t dma_pid;
 	uint32_t dma_nsge;
 	uint64_t dma_nonce;

@@ -11,6 +11,8 @@
 
 #include <poll.h>
 
+#include <csignal>
+#include <string>
 #include <chrono>
 #include <set>
 #include <thread>
@@ -616,6 +618,94 @@ Test(sim_faults, loopback_dma_reads_under_loss, .init = [] {
 			const efasim_stats st = t.stats();
 			PEER_CHECK(st.dma_bytes == uint64_t(len) * reads);
 			PEER_CHECK(st.fault_dropped > 0);
+			return 0;
+		});
+}
+
+namespace {
+
+/* Waits (bounded) until process `pid` is stopped, from its /proc state. */
+bool wait_stopped(pid_t pid)
+{
+	const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+	auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+	while (std::chrono::steady_clock::now() < end) {
+		FILE *f = fopen(path.c_str(), "r");
+		char state = 0;
+		if (f) {
+			/* pid (comm) state ...: the comm may hold spaces, the state follows the last ')' */
+			char buf[512] = {};
+			size_t n = fread(buf, 1, sizeof buf - 1, f);
+			fclose(f);
+			if (const char *rp = static_cast<const char *>(memrchr(buf, ')', n)); rp && rp + 2 < buf + n)
+				state = rp[2];
+		}
+		if (state == 'T')
+			return true;
+		std::this_thread::yield();
+	}
+	return false;
+}
+
+} // namespace
+
+/*
+ * A read request that reaches the target's device only after the read ended at the
+ * initiator (here: flushed by the QP's error state while the target process was
+ * stopped), when the application owns its buffer again: the target's device must not
+ * write it (the read's token is cleared). It streams the data instead, which the
+ * initiator's QP drops.
+ */
+Test(sim_faults, loopback_dma_skips_a_read_that_already_ended)
+{
+	const uint32_t len = 65536;
+	run_pair(
+		[&](Chan &ch) {
+			Initiator in(ch);
+			auto &[a, t, rm, ah] = in;
+			const pid_t target = ch.recv<pid_t>();
+			std::vector<uint8_t> dst(len, 0xee);
+			ibv_mr *md = a.reg(dst.data(), len);
+			ch.sync(1);
+			cr_assert_eq(kill(target, SIGSTOP), 0);
+			const bool stopped = wait_stopped(target);
+			int posted = -1, flushed = -1;
+			std::vector<Completion> c;
+			if (stopped) {
+				posted = a.post(IBV_WR_RDMA_READ, ah, t, md, dst.data(), len, 1, rm.rkey, rm.addr);
+				ibv_qp_attr qa{};
+				qa.qp_state = IBV_QPS_ERR;
+				flushed = ibv_modify_qp(a.qp, &qa, IBV_QP_STATE);
+				c = a.wait(1);
+			}
+			cr_assert_eq(kill(target, SIGCONT), 0); /* before any assertion can end the test */
+			cr_assert(stopped, "the target process did not stop");
+			cr_assert_eq(posted, 0);
+			cr_assert_eq(flushed, 0);
+			cr_assert_eq(c.size(), 1u);
+			cr_assert_eq(c[0].status, IBV_WC_WR_FLUSH_ERR, "vendor %u", c[0].vendor_err);
+			ch.sync(2); /* the target's device has served the request */
+			cr_assert(std::all_of(dst.begin(), dst.end(), [](uint8_t b) { return b == 0xee; }),
+				  "a read that had ended was placed into its buffer");
+		},
+		[&](Chan &ch) {
+			std::vector<uint8_t> mem(len); /* outlives the device (simtest.h, Node) */
+			Node t;
+			Addr init = t.exchange(ch);
+			t.ah_for(init);
+			fill(mem.data(), len, 4);
+			ibv_mr *mr = t.reg(mem.data(), len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+			ch.send(RemoteMr{uintptr_t(mem.data()), mr->rkey, uint32_t(len)});
+			ch.send(getpid());
+			ch.sync(1);
+			/* Stopped about here; resumed, the device receives the request (bounded wait). */
+			auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+			while (t.stats().rdma_read_bytes == 0 && std::chrono::steady_clock::now() < end)
+				std::this_thread::yield();
+			const efasim_stats st = t.stats();
+			PEER_CHECK(st.rdma_read_bytes > 0);
+			PEER_CHECK(st.dma_bytes == 0);
+			ch.sync(2);
 			return 0;
 		});
 }
