@@ -197,6 +197,13 @@ int cq_close(fid_t f)
 		return -FI_EINVAL;
 	if (cq->hdr.children.load())
 		return -FI_EBUSY;
+	if (const Cq::DevicePolls &d = cq->device_polls; d.n)
+		EFA_INFO(Cq, "CQ with same-host endpoints: %u device polls, an empty one took %lu ns (averaged); a quiet "
+			     "device was polled at most every %lu ns while the shm path was busy",
+			 d.n, (unsigned long)d.empty_ns,
+			 (unsigned long)(d.empty_ns < Cq::kCostlyPollNs
+						 ? 0
+						 : std::max(Cq::kQuietPollNs, d.empty_ns * Cq::kQuietPolls)));
 	cq->vcq = verbs::Cq();
 	cq->channel.reset();
 	if (cq->signal_fd >= 0)
@@ -286,7 +293,7 @@ int Cq::progress(size_t max)
 	const uint64_t now = clock_ns();
 	int n = 0;
 	if (d.quiet < kQuiet || d.empty_ns < kCostlyPollNs || now - d.busy_ns >= kBusyNs ||
-	    now - d.last_ns >= kQuietPollNs) {
+	    now - d.last_ns >= std::max(kQuietPollNs, d.empty_ns * kQuietPolls)) {
 		const bool timed = (++d.n & 63) == 0;
 		n = poll_device(max);
 		d.last_ns = timed ? clock_ns() : now;

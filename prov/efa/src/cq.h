@@ -111,10 +111,12 @@ struct Cq {
 	/* On such a CQ, where an empty device poll costs more than kCostlyPollNs (on the
 	 * software device it is a system call; on a NIC a memory read), a device that
 	 * answered nothing kQuiet polls in a row while the other path completed something
-	 * in the last kBusyNs is polled at most every kQuietPollNs until it answers again:
-	 * the shm path's progress passes then do not pay a device poll each, and a device
+	 * in the last kBusyNs is polled at most every kQuietPollNs, or every kQuietPolls
+	 * empty polls' worth of time where polls cost more (so that such polls take at most
+	 * about 1/kQuietPolls of a waiting thread's time), until it answers again: the shm
+	 * path's progress passes then do not pay a device poll each, and a device
 	 * completion after a quiet spell waits at most that long. */
-	static constexpr uint32_t kQuiet = 16;
+	static constexpr uint32_t kQuiet = 16, kQuietPolls = 16;
 	static constexpr uint64_t kCostlyPollNs = 200, kQuietPollNs = 5000, kBusyNs = 20000;
 	struct DevicePolls {
 		uint32_t quiet = 0;	 /* empty polls in a row (at most kQuiet) */
