@@ -179,7 +179,8 @@ void streams()
 
 /* ---------------------------------------------------------------- software device */
 
-Bytes datagram(uint8_t type, uint8_t flags, const void *body, size_t bsz, size_t payload)
+Bytes datagram(uint8_t type, uint8_t flags, const void *body, size_t bsz, size_t payload,
+	       const void *payload_bytes = nullptr)
 {
 	using namespace efasim;
 	WireHdr h{};
@@ -204,7 +205,7 @@ Bytes datagram(uint8_t type, uint8_t flags, const void *body, size_t bsz, size_t
 	Bytes b(reinterpret_cast<uint8_t *>(&h), reinterpret_cast<uint8_t *>(&h) + sizeof h);
 	b.insert(b.end(), static_cast<const uint8_t *>(body), static_cast<const uint8_t *>(body) + bsz);
 	for (size_t i = 0; i < payload; i++)
-		b.push_back(uint8_t(i * 13));
+		b.push_back(payload_bytes ? static_cast<const uint8_t *>(payload_bytes)[i] : uint8_t(i * 13));
 	efasim::Parsed pk;
 	if (!efasim::parse(b.data(), b.size(), pk) || !check_body(pk, 8928, 32768)) {
 		std::fprintf(stderr, "gen_corpus: built an invalid datagram of type %u\n", type);
@@ -262,6 +263,22 @@ void sim_wire()
 	rs.reserved = 0;
 	rs.offset = 0;
 	save(d, "read_resp_placed", datagram(PKT_READ_RESP, PF_PLACED, &rs, sizeof rs, 0));
+	WriteBody pw{};
+	pw.rkey = 0x55;
+	pw.raddr = 0x100000;
+	pw.total_len = 3u << 20;
+	pw.offset = 1u << 20;
+	PullOffer po{};
+	po.pid = 4242; /* a pulled segment: the offer instead of the data */
+	po.nsge = 2;
+	po.token = 0x6161;
+	po.token_addr = 0x7000;
+	po.addr[0] = 0x8000;
+	po.len[0] = 1u << 20;
+	po.addr[1] = 0x200000;
+	po.len[1] = 2u << 20;
+	po.seg_len = 1u << 20;
+	save(d, "write_pull", datagram(PKT_WRITE, PF_PULL, &pw, sizeof pw, sizeof po, &po));
 }
 
 } // namespace

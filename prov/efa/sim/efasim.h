@@ -52,7 +52,10 @@ struct efasim_stats {
 	uint64_t ud_no_recv;       /* UD datagrams dropped: no receive posted */
 	uint64_t ud_dropped;       /* UD datagrams dropped: QP not ready, or a QP of the other type */
 	uint64_t dma_bytes;        /* RDMA read bytes placed, as target, by one copy into another
-				    * process on this device (loopback DMA; also in rdma_read_bytes) */
+				    * process on this device (loopback DMA; also in rdma_read_bytes),
+				    * and RDMA write bytes pulled from one (also in rdma_write_bytes) */
+	uint64_t dma_refused;      /* loopback DMA offers not taken (no proof, or the kernel
+				    * refused the copy): those streamed instead */
 };
 
 /*

@@ -260,9 +260,9 @@ void commit(Runtime *rt, Qp *qp, const WrDesc &d)
 		rt->complete_send(&op);
 		return;
 	}
-	op.pkts_total = is_rdma && d.op != OP_READ
-				? (len == 0 ? 1 : uint32_t((len + c.segment - 1) / c.segment))
-				: 1;
+	op.pkts_total = 1;
+	if (d.op == OP_WRITE || d.op == OP_WRITE_IMM)
+		rt->plan_write(p, &op);
 	if (d.op == OP_READ)
 		op.bytes_to_recv = len;
 	rt->enqueue(p, &op);

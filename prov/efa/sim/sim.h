@@ -372,9 +372,11 @@ struct SendOp : TxJob {
 	uint32_t slot;
 	Sge sge[2];
 	uint64_t bytes_to_recv; /* RDMA read: response bytes still to place */
-	/* RDMA read whose request offered its buffer (loopback DMA): a value unique to this
-	 * read, which the responder reads back before it writes; 0 once the read ended. */
-	uint64_t dma_token;
+	/* RDMA read or write whose packets offered its buffer (loopback DMA): {kDmaMagic, a
+	 * value unique to this work request}, which the target reads back before it copies;
+	 * zero once the work request ended (transport.cpp, arm_proof). */
+	uint64_t dma_proof[2];
+	bool pull;              /* RDMA write in segments the target copies itself (plan_write) */
 	uint8_t inline_buf[128];
 	uint32_t op_id() const { return slot | (uint32_t(gen) << 16); }
 };
@@ -427,6 +429,7 @@ struct Peer {
 	TxJob *txq_head, *txq_tail;
 	uint32_t path_rr;
 	bool heard;            /* any packet ever received from this peer */
+	bool no_pull;          /* it refused to pull a write's data: stream to it (loopback DMA) */
 	uint64_t last_rx_ns;
 	uint32_t reads_waiting; /* local RDMA reads awaiting response data */
 	uint64_t rto_ns;
@@ -512,7 +515,8 @@ struct Runtime {
 	Gid gid;
 	int refs;
 	uint32_t pid;     /* of the process that opened the device (a fork child opens its own) */
-	bool dma_denied;  /* the kernel refused a cross-process copy: no loopback DMA any more */
+	bool dma_denied;  /* no cross-process copies in this kernel (ENOSYS): no loopback DMA */
+	bool dma_refused_logged; /* the info line about a refused copy was written */
 
 	std::mutex lock;
 	std::unordered_map<uint32_t, Qp *> qps;
@@ -576,6 +580,7 @@ struct Runtime {
 	void destroy_peers(Qp *qp);
 	void enqueue(Peer *p, TxJob *job);
 	void pump(Peer *p);
+	void plan_write(Peer *p, SendOp *op); /* segments of an RDMA write (loopback DMA or not) */
 	void peer_timer(Peer *p, uint64_t now);
 	void send_ack(Peer *p);
 	void send_nak(Peer *p, uint32_t seq, uint8_t status, uint8_t rnr_try = 0);

@@ -206,6 +206,17 @@ uint64_t next_dma_token()
 	return t ? t : 1;
 }
 
+/* The proof a target reads back from the work request before it copies: kDmaMagic and
+ * the work request's token (set once, at its first offer). Returns the token. */
+uint64_t arm_proof(SendOp *op)
+{
+	if (!op->dma_proof[1]) {
+		op->dma_proof[0] = kDmaMagic;
+		__atomic_store_n(&op->dma_proof[1], next_dma_token(), __ATOMIC_RELEASE);
+	}
+	return op->dma_proof[1];
+}
+
 /* Fills the request's offer when the responder is this device and the buffer is
  * registered for local write. The proof is the read's own token, in the work request
  * itself: it is cleared when the read ends (complete_send), with any status, so a
@@ -221,46 +232,102 @@ void offer_dma(Runtime *rt, Peer *p, SendOp *op, ReadReqBody &b)
 		b.dma_addr[i] = op->sge[i].addr;
 		b.dma_len[i] = op->sge[i].length;
 	}
-	if (!op->dma_token)
-		__atomic_store_n(&op->dma_token, next_dma_token(), __ATOMIC_RELEASE);
 	b.dma_nsge = op->nsge;
 	b.dma_pid = rt->pid;
-	b.dma_nonce = op->dma_token;
-	b.dma_nonce_addr = reinterpret_cast<uintptr_t>(&op->dma_token);
+	b.dma_nonce = arm_proof(op);
+	b.dma_nonce_addr = reinterpret_cast<uintptr_t>(op->dma_proof);
+}
+
+/* Whether process `pid` holds the proof {kDmaMagic, token} at `addr` (the work request
+ * that offered its buffer is outstanding there). A forger who names another process
+ * would need an address in it that holds the magic and a token it cannot know. */
+bool dma_proof(Runtime *rt, uint32_t pid, uint64_t addr, uint64_t token)
+{
+	if (!config().loopback_dma || rt->dma_denied || !token)
+		return false;
+	uint64_t seen[2] = {};
+	iovec mine = {seen, sizeof seen};
+	iovec theirs = {reinterpret_cast<void *>(uintptr_t(addr)), sizeof seen};
+	const ssize_t n = process_vm_readv(pid_t(pid), &mine, 1, &theirs, 1, 0);
+	if (n == ssize_t(sizeof seen))
+		return seen[0] == kDmaMagic && seen[1] == token;
+	if (n < 0 && (errno == ENOSYS || errno == EPERM) && !rt->dma_refused_logged) {
+		/* EPERM may be one process (another user's, a reused pid) or all of them (Yama
+		 * ptrace scope 1 between processes that are not parent and child): say it once,
+		 * keep trying per request. */
+		rt->dma_refused_logged = true;
+		SIM_INFO("loopback DMA: the kernel refused process_vm_readv into process %u (%s); such RDMA "
+			 "streams its data through datagrams (allow cross-process copies, e.g. the Yama ptrace "
+			 "scope 0 or CAP_SYS_PTRACE, or set EFASIM_LOOPBACK_DMA=0 to choose this)",
+			 pid, strerror(errno));
+	}
+	if (n < 0 && errno == ENOSYS)
+		rt->dma_denied = true;
+	return false;
 }
 
 /* Places [src, src + b.len) in the initiator's offered buffer. False: nothing usable
  * was placed, stream the data instead. */
 bool place_dma(Runtime *rt, const ReadReqBody &b, const uint8_t *src)
 {
-	if (!config().loopback_dma || rt->dma_denied)
-		return false;
 	iovec remote[2];
 	uint64_t total = 0;
 	for (unsigned i = 0; i < b.dma_nsge; i++) {
 		remote[i] = {reinterpret_cast<void *>(uintptr_t(b.dma_addr[i])), b.dma_len[i]};
 		total += b.dma_len[i];
 	}
-	if (total != b.len)
+	if (total != b.len || !dma_proof(rt, b.dma_pid, b.dma_nonce_addr, b.dma_nonce))
 		return false;
-	const pid_t pid = pid_t(b.dma_pid);
-	uint64_t seen = 0;
-	iovec mine = {&seen, sizeof seen};
-	iovec theirs = {reinterpret_cast<void *>(uintptr_t(b.dma_nonce_addr)), sizeof seen};
-	const bool read = process_vm_readv(pid, &mine, 1, &theirs, 1, 0) == ssize_t(sizeof seen);
-	if (read && seen == b.dma_nonce) {
-		mine = {const_cast<uint8_t *>(src), size_t(b.len)};
-		return process_vm_writev(pid, &mine, 1, remote, b.dma_nsge, 0) == ssize_t(b.len);
+	iovec mine = {const_cast<uint8_t *>(src), size_t(b.len)};
+	return process_vm_writev(pid_t(b.dma_pid), &mine, 1, remote, b.dma_nsge, 0) == ssize_t(b.len);
+}
+
+/* Writes of at least this many bytes to this device are pulled by the target: below it,
+ * two system calls at the target cost more than the data's trip through the socket. */
+constexpr uint64_t kPullMin = 16384;
+
+/* The offer for segment f of a pulled write. False: a buffer is no longer registered. */
+bool offer_pull(Runtime *rt, Peer *p, SendOp *op, const Inflight &f, PullOffer &o)
+{
+	for (unsigned i = 0; i < op->nsge; i++) {
+		if (!sge_valid(rt, p->qp->pd, op->sge[i], 0))
+			return false;
+		o.addr[i] = op->sge[i].addr;
+		o.len[i] = op->sge[i].length;
 	}
-	if (!read && (errno == EPERM || errno == ENOSYS)) {
-		rt->dma_denied = true;
-		SIM_INFO("loopback DMA: the kernel refuses process_vm_readv/writev (%s); RDMA reads "
-			 "between processes on this device stream their data through datagrams from now "
-			 "on (allow cross-process copies, e.g. CAP_SYS_PTRACE or the Yama ptrace scope, or "
-			 "set EFASIM_LOOPBACK_DMA=0 to choose this)",
-			 strerror(errno));
+	o.pid = rt->pid;
+	o.nsge = op->nsge;
+	o.token = arm_proof(op);
+	o.token_addr = reinterpret_cast<uintptr_t>(op->dma_proof);
+	o.seg_len = f.len;
+	return true;
+}
+
+/* Copies bytes [off, off + o.seg_len) of the initiator's offered buffer to dst. */
+bool pull_dma(Runtime *rt, const PullOffer &o, uint64_t off, uint8_t *dst)
+{
+	iovec remote[2];
+	unsigned n = 0;
+	uint64_t want = o.seg_len;
+	for (unsigned i = 0; i < o.nsge && want; i++) {
+		if (off >= o.len[i]) {
+			off -= o.len[i];
+			continue;
+		}
+		const uint64_t take = std::min<uint64_t>(o.len[i] - off, want);
+		remote[n++] = {reinterpret_cast<void *>(uintptr_t(o.addr[i] + off)), size_t(take)};
+		want -= take;
+		off = 0;
 	}
-	return false;
+	if (want || !dma_proof(rt, o.pid, o.token_addr, o.token))
+		return false;
+	iovec mine = {dst, size_t(o.seg_len)};
+	return !o.seg_len || process_vm_readv(pid_t(o.pid), &mine, 1, remote, n, 0) == ssize_t(o.seg_len);
+}
+
+uint32_t segment_of(const TxJob *job)
+{
+	return job->local && static_cast<const SendOp *>(job)->pull ? kPullSegment : config().segment;
 }
 
 } // namespace
@@ -328,6 +395,7 @@ void transmit(Runtime *rt, Peer *p, Inflight &f)
 		ReadRespBody rresp;
 	} body;
 	std::memset(&body, 0, sizeof body);
+	PullOffer pull{};
 	bool ok = true;
 	size_t bsz = body_size(f.type);
 	uint64_t payload = 0;
@@ -354,6 +422,12 @@ void transmit(Runtime *rt, Peer *p, Inflight &f)
 		body.write.last = f.last;
 		body.write.sl = p->qp->sl;
 		body.write.rnr_try = uint8_t(f.rnr_tries);
+		if (op->pull) {
+			ok = offer_pull(rt, p, op, f, pull);
+			iov[n++] = {&pull, sizeof pull};
+			payload = sizeof pull;
+			break;
+		}
 		n += gather(rt, op, f.off, f.len, &iov[n], ok);
 		payload = f.len;
 		break;
@@ -403,11 +477,23 @@ void transmit(Runtime *rt, Peer *p, Inflight &f)
 		h.flags |= PF_HINT;
 	if (f.type == PKT_READ_RESP && static_cast<ReadResp *>(job)->placed)
 		h.flags |= PF_PLACED;
+	if (pull.pid)
+		h.flags |= PF_PULL;
 	iov[0] = {&h, sizeof h};
 	rt->xmit(p->qp, p->sa, iov, n);
 }
 
 } // namespace
+
+void Runtime::plan_write(Peer *p, SendOp *op)
+{
+	const Config &c = config();
+	op->pull = c.loopback_dma && !dma_denied && !op->is_inline && op->len >= kPullMin && !p->no_pull &&
+		   p->gid == gid;
+	const uint64_t seg = segment_of(op);
+	op->pkts_total = op->len == 0 ? 1 : uint32_t((op->len + seg - 1) / seg);
+	op->pkts_sent = 0;
+}
 
 void Runtime::enqueue(Peer *p, TxJob *job)
 {
@@ -462,8 +548,9 @@ void Runtime::pump(Peer *p)
 			case OP_WRITE_IMM:
 			case OP_READ_RESP: {
 				f.type = job->op == OP_READ_RESP ? PKT_READ_RESP : PKT_WRITE;
-				f.off = uint64_t(job->pkts_sent) * c.segment;
-				f.len = uint32_t(std::min<uint64_t>(c.segment, job->len - std::min(job->len, f.off)));
+				const uint32_t seg = segment_of(job);
+				f.off = uint64_t(job->pkts_sent) * seg;
+				f.len = uint32_t(std::min<uint64_t>(seg, job->len - std::min(job->len, f.off)));
 				if (job->op == OP_READ_RESP && static_cast<ReadResp *>(job)->placed)
 					f.len = 0;
 				f.last = last;
@@ -592,6 +679,34 @@ void on_ack(Runtime *rt, Peer *p, const WireHdr *h)
 	advance_una(p);
 }
 
+/*
+ * The target refused to pull a segment of `op` (it cannot reach our memory): the whole
+ * write is sent again with its data, from the start, and so is every later write to
+ * that peer. Its pulled segments still in flight are abandoned (the receiver learns it
+ * from snd_una); one the target already copied is written again with the same bytes.
+ * The last segment of a write with immediate goes alone after all others were
+ * acknowledged, so a refusal always comes before the immediate was delivered.
+ */
+void restream(Runtime *rt, Peer *p, SendOp *op)
+{
+	p->no_pull = true;
+	op->pull = false;
+	for (Inflight &f : p->ring) {
+		if (f.state == IF_FREE || f.job != op)
+			continue;
+		f.state = IF_FREE;
+		f.job = nullptr;
+		p->inflight--;
+		p->inflight_bytes -= f.len;
+		op->pkts_out--;
+	}
+	advance_una(p);
+	const bool queued = op->queued;
+	rt->plan_write(p, op);
+	if (!queued)
+		rt->enqueue(p, op);
+}
+
 void on_nak(Runtime *rt, Peer *p, const WireHdr *h, const NakBody *nb)
 {
 	if (!(h->flags & PF_ACK) || h->ack_epoch != p->epoch || p->ring.empty())
@@ -599,6 +714,11 @@ void on_nak(Runtime *rt, Peer *p, const WireHdr *h, const NakBody *nb)
 	Inflight &f = p->ring[nb->seq & ring_mask(p)];
 	if (f.state == IF_FREE || f.seq != nb->seq)
 		return;
+	if (nb->status == kNakPullRefused) {
+		if (f.type == PKT_WRITE && f.job->local && static_cast<SendOp *>(f.job)->pull)
+			restream(rt, p, static_cast<SendOp *>(f.job));
+		return;
+	}
 	const uint64_t now = now_ns();
 	if (nb->status == EFA_REMOTE_RNR) {
 		rt->stats.rnr_naks_received++;
@@ -658,7 +778,8 @@ void Runtime::complete_send(SendOp *op)
 		e.byte_len = uint32_t(op->len);
 		push_cqe(owner, owner->scq, e);
 	}
-	__atomic_store_n(&op->dma_token, 0, __ATOMIC_RELEASE); /* offer_dma() */
+	__atomic_store_n(&op->dma_proof[1], 0, __ATOMIC_RELEASE); /* arm_proof() */
+	op->dma_proof[0] = 0;
 	op->in_use = false;
 	op->gen++;
 	owner->sq_free.push_back(op->slot);
@@ -1029,9 +1150,21 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 				status = EFA_REMOTE_RNR;
 				break;
 			}
-			if (pk.payload_len)
+			uint64_t placed = pk.payload_len;
+			if (h->flags & PF_PULL) {
+				PullOffer o;
+				std::memcpy(&o, pk.payload, sizeof o); /* check_body()ed */
+				if (!(sgid == gid) || !pull_dma(this, o, b->offset, dst + b->offset)) {
+					stats.dma_refused++;
+					status = kNakPullRefused;
+					break;
+				}
+				placed = o.seg_len;
+				stats.dma_bytes += placed;
+			} else if (pk.payload_len) {
 				dma_copy(dst + b->offset, pk.payload, pk.payload_len);
-			stats.rdma_write_bytes += pk.payload_len;
+			}
+			stats.rdma_write_bytes += placed;
 			if (imm) {
 				Cqe e{};
 				if (unsol) {
@@ -1086,6 +1219,8 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 					resp->pkts_total = 1;
 					stats.rdma_read_bytes += b->len;
 					stats.dma_bytes += b->len;
+				} else if (b->dma_pid) {
+					stats.dma_refused++;
 				}
 			}
 			break;
@@ -1100,7 +1235,7 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 			    op.status != EFA_OK)
 				break; /* stale: the read already ended */
 			if (h->flags & PF_PLACED) {
-				if (!op.dma_token) {
+				if (!op.dma_proof[1]) {
 					stats.malformed++;
 					return;
 				}
@@ -1135,6 +1270,9 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 		schedule_ack();
 		if (resp)
 			enqueue(p, resp);
+	} else if (status == kNakPullRefused) {
+		/* Nothing remembered: the initiator streams the write instead (on_nak). */
+		send_nak(p, seq, status);
 	} else if (status == EFA_REMOTE_RNR) {
 		stats.rnr_naks_sent++;
 		nak_record(p, NakRecord{seq, status, attempt, true});

@@ -37,7 +37,16 @@ enum PktFlags : uint8_t {
 	PF_IMM = 1 << 1, /* the body's imm field is valid */
 	PF_HINT = 1 << 2, /* processing hints were set on the work request */
 	PF_PLACED = 1 << 3, /* READ_RESP: the responder placed the whole read itself (one copy) */
+	PF_PULL = 1 << 4,   /* WRITE: the payload is a PullOffer, not the data (loopback DMA) */
 };
+
+/* The first word of a loopback DMA proof in the initiator's memory (its second is the
+ * work request's token): "EFASIMDM". */
+inline constexpr uint64_t kDmaMagic = 0x4d44534d49534645ull;
+
+/* The largest segment of a PF_PULL write: the target copies it in one system call while
+ * it holds the device, so a bound keeps other QPs' packets moving. */
+inline constexpr uint32_t kPullSegment = 1u << 20;
 
 inline constexpr unsigned kSackBits = 128;
 
@@ -90,8 +99,8 @@ struct ReadReqBody {
 	uint64_t len;
 	/* Same-device offer (dma_pid != 0): the initiator is process dma_pid on the
 	 * responder's own device, its buffer is dma_addr/dma_len, and the 64-bit word at
-	 * dma_nonce_addr in that process holds dma_nonce while the read is outstanding (the
-	 * read's token). The responder may place the data there with one copy and answer
+	 * dma_nonce_addr in that process is followed by dma_nonce (never 0) while the read
+	 * is outstanding (the read's proof: kDmaMagic, then its token). The responder may place the data there with one copy and answer
 	 * with one PF_PLACED response, as a NIC's loopback DMA does. */
 	uint32_t dma_pid;
 	uint32_t dma_nsge;
@@ -101,6 +110,26 @@ struct ReadReqBody {
 	uint32_t dma_len[2];
 };
 static_assert(sizeof(ReadReqBody) == 72, "read request body size");
+
+/* The payload of a PF_PULL WRITE segment: the initiator is process pid on the target's
+ * own device; the segment is bytes [offset, offset + seg_len) of its buffer addr/len
+ * (the whole write's entries), and token_addr holds kDmaMagic then token (never 0)
+ * while the write is outstanding. The target copies the segment itself (one process_vm_readv) or refuses
+ * with a NAK of kNakPullRefused, after which the initiator streams the whole write. */
+struct PullOffer {
+	uint32_t pid;
+	uint32_t nsge;
+	uint64_t token;
+	uint64_t token_addr;
+	uint64_t addr[2];
+	uint32_t len[2];
+	uint32_t seg_len;
+	uint32_t reserved;
+};
+static_assert(sizeof(PullOffer) == 56, "pull offer size");
+
+/* NAK status of a refused pull: not an EFA completion code, it completes nothing. */
+inline constexpr uint8_t kNakPullRefused = 0xf0;
 
 struct ReadRespBody {
 	uint32_t op_id;
@@ -186,7 +215,7 @@ inline bool check_body(const Parsed &pk, uint32_t mtu, uint32_t segment)
 	case PKT_NAK: {
 		NakBody b;
 		std::memcpy(&b, pk.body, sizeof b);
-		return is_remote_status(b.status);
+		return is_remote_status(b.status) || b.status == kNakPullRefused;
 	}
 	case PKT_SEND:
 	case PKT_UD_SEND: {
@@ -197,13 +226,23 @@ inline bool check_body(const Parsed &pk, uint32_t mtu, uint32_t segment)
 	case PKT_WRITE: {
 		WriteBody b;
 		std::memcpy(&b, pk.body, sizeof b);
+		if (pk.hdr->flags & PF_PULL) {
+			PullOffer o;
+			if (pk.payload_len != sizeof o)
+				return false;
+			std::memcpy(&o, pk.payload, sizeof o);
+			return o.pid && o.token && o.nsge && o.nsge <= 2 &&
+			       uint64_t(o.len[0]) + (o.nsge > 1 ? o.len[1] : 0) == b.total_len &&
+			       b.offset <= b.total_len && o.seg_len <= b.total_len - b.offset &&
+			       o.seg_len <= kPullSegment && b.last <= 1;
+		}
 		return b.offset <= b.total_len && pk.payload_len <= b.total_len - b.offset &&
 		       pk.payload_len <= segment && b.last <= 1;
 	}
 	case PKT_READ_REQ: {
 		ReadReqBody b;
 		std::memcpy(&b, pk.body, sizeof b);
-		return b.dma_nsge <= 2 && (b.dma_pid || !b.dma_nsge);
+		return b.dma_nsge <= 2 && (b.dma_pid ? b.dma_nsge && b.dma_nonce : !b.dma_nsge);
 	}
 	case PKT_READ_RESP: {
 		ReadRespBody b;

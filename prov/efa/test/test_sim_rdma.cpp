@@ -7,11 +7,33 @@
  */
 #include "simtest.h"
 
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
 using namespace simtest;
 
 namespace {
 
 constexpr int kAllRemote = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+
+/* Lets any process of ours copy into this one where Yama's ptrace scope 1 would allow
+ * only its parent (run_pair's target is this process's child): loopback DMA tests expect
+ * the copies. Without Yama, EINVAL, and nothing is needed. */
+void allow_loopback_dma() { prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0); }
+
+/* Drops CAP_SYS_PTRACE from this thread (and the threads it creates later: the device's
+ * engine): copies from a process that is not dumpable are then refused by the kernel. */
+bool drop_ptrace_capability()
+{
+	__user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+	__user_cap_data_struct data[2] = {};
+	if (syscall(SYS_capget, &hdr, data))
+		return false;
+	data[CAP_SYS_PTRACE / 32].effective &= ~(1u << (CAP_SYS_PTRACE % 32));
+	data[CAP_SYS_PTRACE / 32].permitted &= ~(1u << (CAP_SYS_PTRACE % 32));
+	return syscall(SYS_capset, &hdr, data) == 0;
+}
 
 /*
  * The target: registers `len` bytes filled with pattern `seed`, publishes its address
@@ -413,6 +435,7 @@ void read_from_another_process(bool dma)
 		[&](Chan &ch) {
 			Initiator in(ch);
 			auto &[a, t, rm, ah] = in;
+			allow_loopback_dma();
 			std::vector<uint8_t> dst(len + 64, 0xee);
 			ibv_mr *md = a.reg(dst.data(), dst.size());
 			ch.sync(1);
@@ -463,4 +486,97 @@ Test(sim_rdma, read_on_one_device_is_placed_by_one_copy) { read_from_another_pro
 Test(sim_rdma, read_without_loopback_dma_streams, .init = [] { setenv("EFASIM_LOOPBACK_DMA", "0", 1); })
 {
 	read_from_another_process(false);
+}
+
+namespace {
+
+enum class Pull { Yes, Off, Refused };
+
+/*
+ * A 3 MiB + 5 byte RDMA write with immediate from two scatter entries to another process
+ * on the same device, then a second one. With loopback DMA the target's device copies
+ * each segment (up to 1 MiB) itself from the initiator (Pull::Yes: dma_bytes = both
+ * writes). With EFASIM_LOOPBACK_DMA=0 the data streams (Off: 0). When the kernel refuses
+ * the target's copies (Refused: the initiator is not dumpable and the target has no
+ * CAP_SYS_PTRACE), the first refusal makes the initiator send the whole write again with
+ * its data, and every later write to that peer streams: 0 placed, the data intact, and
+ * each immediate delivered once.
+ */
+void write_to_another_process(Pull mode)
+{
+	const uint32_t len = (3u << 20) + 5, first = 70000;
+	run_pair(
+		[&](Chan &ch) {
+			Initiator in(ch);
+			auto &[a, t, rm, ah] = in;
+			if (mode == Pull::Refused)
+				cr_assert_eq(prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), 0);
+			else
+				allow_loopback_dma();
+			std::vector<uint8_t> src(len);
+			ibv_mr *ms = a.reg(src.data(), len);
+			ch.sync(1);
+			for (uint32_t round = 0; round < 2; round++) {
+				fill(src.data(), len, 20 + round);
+				ibv_sge sge[2] = {{uintptr_t(src.data()), first, ms->lkey},
+						  {uintptr_t(src.data() + first), len - first, ms->lkey}};
+				ibv_wr_start(a.qpx);
+				a.qpx->wr_id = 30 + round;
+				a.qpx->wr_flags = IBV_SEND_SIGNALED;
+				ibv_wr_rdma_write_imm(a.qpx, rm.rkey, rm.addr + 8, htonl(0x5150 + round));
+				ibv_wr_set_sge_list(a.qpx, 2, sge);
+				ibv_wr_set_ud_addr(a.qpx, ah, t.qpn, t.qkey);
+				cr_assert_eq(ibv_wr_complete(a.qpx), 0);
+				auto c = a.wait(1, 30000);
+				cr_assert_eq(c.size(), 1u, "round %u", round);
+				cr_assert_eq(c[0].status, IBV_WC_SUCCESS, "round %u: vendor %u", round, c[0].vendor_err);
+				cr_assert_eq(c[0].opcode, IBV_WC_RDMA_WRITE);
+				ch.sync(10 + round); /* the target checks its memory */
+			}
+		},
+		[&](Chan &ch) {
+			if (mode == Pull::Refused)
+				PEER_CHECK(drop_ptrace_capability());
+			std::vector<uint8_t> mem(len + 16, 0xee); /* outlives the device (simtest.h, Node) */
+			Node t;
+			Addr init = t.exchange(ch);
+			t.ah_for(init);
+			ibv_mr *mr = t.reg(mem.data(), mem.size(), kAllRemote);
+			ch.send(RemoteMr{uintptr_t(mem.data()), mr->rkey, uint32_t(mem.size())});
+			uint8_t dummy[8];
+			ibv_mr *md = t.reg(dummy, 8);
+			PEER_CHECK(t.post_recv(md, dummy, 8, 600) == 0 && t.post_recv(md, dummy, 8, 601) == 0);
+			ch.sync(1);
+			for (uint32_t round = 0; round < 2; round++) {
+				auto c = t.wait(1, 30000);
+				PEER_CHECK(c.size() == 1);
+				PEER_CHECK(c[0].opcode == IBV_WC_RECV_RDMA_WITH_IMM && c[0].wr_id == 600 + round);
+				PEER_CHECK(c[0].imm == 0x5150 + round && c[0].byte_len == len); /* host order (simtest.h) */
+				PEER_CHECK(check(mem.data() + 8, len, 20 + round));
+				for (size_t i : {size_t(0), size_t(7), size_t(8 + len), mem.size() - 1})
+					PEER_CHECK(mem[i] == 0xee);
+				ch.sync(10 + round);
+			}
+			PEER_CHECK(t.wait(1, 0).empty()); /* each immediate once */
+			const efasim_stats s = t.stats();
+			PEER_CHECK(s.rdma_write_bytes >= 2ull * len);
+			PEER_CHECK(s.dma_bytes == (mode == Pull::Yes ? 2ull * len : 0));
+			/* Refused: the first segment's pull, then that peer gets data only. */
+			PEER_CHECK(mode == Pull::Refused ? s.dma_refused >= 1 : s.dma_refused == 0);
+			return 0;
+		});
+}
+
+} // namespace
+
+Test(sim_rdma, write_on_one_device_is_pulled_by_the_target) { write_to_another_process(Pull::Yes); }
+
+Test(sim_rdma, write_without_loopback_dma_streams, .init = [] { setenv("EFASIM_LOOPBACK_DMA", "0", 1); })
+{
+	write_to_another_process(Pull::Off);
+}
+
+Test(sim_rdma, write_whose_pull_is_refused_is_sent_again_with_its_data)
+{
+	write_to_another_process(Pull::Refused);
 }
