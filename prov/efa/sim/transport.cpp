@@ -217,21 +217,28 @@ uint64_t arm_proof(SendOp *op)
 	return op->dma_proof[1];
 }
 
+/* The work request's entries for an offer, each still registered with `access`. */
+bool offer_entries(Runtime *rt, Peer *p, const SendOp *op, int access, uint64_t *addr, uint32_t *len)
+{
+	for (unsigned i = 0; i < op->nsge; i++) {
+		if (!sge_valid(rt, p->qp->pd, op->sge[i], access))
+			return false;
+		addr[i] = op->sge[i].addr;
+		len[i] = op->sge[i].length;
+	}
+	return true;
+}
+
 /* Fills the request's offer when the responder is this device and the buffer is
- * registered for local write. The proof is the read's own token, in the work request
- * itself: it is cleared when the read ends (complete_send), with any status, so a
+ * registered for local write. The proof (arm_proof) is in the work request itself: it
+ * is cleared when the read ends (complete_send), with any status, so a
  * request delivered after its read was flushed or timed out, when the application may
  * have freed the buffer, gets nothing written. */
 void offer_dma(Runtime *rt, Peer *p, SendOp *op, ReadReqBody &b)
 {
-	if (!config().loopback_dma || op->is_inline || !op->nsge || !(p->gid == rt->gid))
+	if (!config().loopback_dma || op->is_inline || !op->nsge || !(p->gid == rt->gid) ||
+	    !offer_entries(rt, p, op, IBV_ACCESS_LOCAL_WRITE, b.dma_addr, b.dma_len))
 		return;
-	for (unsigned i = 0; i < op->nsge; i++) {
-		if (!sge_valid(rt, p->qp->pd, op->sge[i], IBV_ACCESS_LOCAL_WRITE))
-			return;
-		b.dma_addr[i] = op->sge[i].addr;
-		b.dma_len[i] = op->sge[i].length;
-	}
 	b.dma_nsge = op->nsge;
 	b.dma_pid = rt->pid;
 	b.dma_nonce = arm_proof(op);
@@ -289,12 +296,8 @@ constexpr uint64_t kPullMin = 16384;
 /* The offer for segment f of a pulled write. False: a buffer is no longer registered. */
 bool offer_pull(Runtime *rt, Peer *p, SendOp *op, const Inflight &f, PullOffer &o)
 {
-	for (unsigned i = 0; i < op->nsge; i++) {
-		if (!sge_valid(rt, p->qp->pd, op->sge[i], 0))
-			return false;
-		o.addr[i] = op->sge[i].addr;
-		o.len[i] = op->sge[i].length;
-	}
+	if (!offer_entries(rt, p, op, 0, o.addr, o.len))
+		return false;
 	o.pid = rt->pid;
 	o.nsge = op->nsge;
 	o.token = arm_proof(op);

@@ -449,6 +449,22 @@ struct Initiator {
 	}
 };
 
+/*
+ * The passive target an Initiator talks to: its node, which knows the initiator (an AH
+ * for it), and `mem` registered with `access` and published. `mem` must outlive the
+ * target (Node).
+ */
+struct PassiveTarget {
+	Node node;
+	ibv_mr *mr;
+	PassiveTarget(const Chan &ch, std::vector<uint8_t> &mem, int access, const NodeOpts &o = NodeOpts()) : node(o)
+	{
+		node.ah_for(node.exchange(ch));
+		mr = node.reg(mem.data(), mem.size(), access);
+		ch.send(RemoteMr{uintptr_t(mem.data()), mr->rkey, uint32_t(mem.size())});
+	}
+};
+
 /* Deterministic test data. */
 inline void fill(void *buf, size_t len, uint32_t seed)
 {

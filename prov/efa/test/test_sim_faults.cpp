@@ -168,11 +168,7 @@ Test(sim_faults, exactly_once_under_delay_and_loss_with_rdma, .init = [] {
 		},
 		[&](Chan &ch) {
 			std::vector<uint8_t> mem(len); /* outlives the device (simtest.h, Node) */
-			Node t;
-			Addr init = t.exchange(ch);
-			t.ah_for(init);
-			ibv_mr *mr = t.reg(mem.data(), len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
-			ch.send(RemoteMr{uintptr_t(mem.data()), mr->rkey, uint32_t(len)});
+			PassiveTarget t(ch, mem, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
 			ch.sync(2);
 			PEER_CHECK(check(mem.data(), len, 99));
 			return 0;
@@ -695,13 +691,9 @@ Test(sim_faults, loopback_dma_under_loss, .init = [] {
 		},
 		[&](Chan &ch) {
 			std::vector<uint8_t> mem(len); /* outlives the device (simtest.h, Node) */
-			Node t;
-			Addr init = t.exchange(ch);
-			t.ah_for(init);
-			ibv_mr *mr = t.reg(mem.data(), len, kAllRemoteAccess);
-			ch.send(RemoteMr{uintptr_t(mem.data()), mr->rkey, uint32_t(len)});
+			PassiveTarget t(ch, mem, kAllRemoteAccess);
 			ch.sync(2);
-			const efasim_stats st = t.stats();
+			const efasim_stats st = t.node.stats();
 			PEER_CHECK(st.dma_bytes == 2ull * len * rounds);
 			PEER_CHECK(st.dma_refused == 0);
 			PEER_CHECK(st.fault_dropped > 0);
@@ -759,12 +751,9 @@ Test(sim_faults, loopback_dma_skips_a_read_that_already_ended)
 		},
 		[&](Chan &ch) {
 			std::vector<uint8_t> mem(len); /* outlives the device (simtest.h, Node) */
-			Node t;
-			Addr init = t.exchange(ch);
-			t.ah_for(init);
 			fill(mem.data(), len, 4);
-			ibv_mr *mr = t.reg(mem.data(), len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
-			ch.send(RemoteMr{uintptr_t(mem.data()), mr->rkey, uint32_t(len)});
+			PassiveTarget target(ch, mem, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+			Node &t = target.node;
 			ch.send(getpid());
 			ch.sync(1);
 			ch.sync(3);

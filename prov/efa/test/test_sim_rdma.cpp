@@ -464,15 +464,11 @@ void read_from_another_process(bool dma)
 		},
 		[&](Chan &ch) {
 			std::vector<uint8_t> mem(len); /* outlives the device (simtest.h, Node) */
-			Node t;
-			Addr init = t.exchange(ch);
-			t.ah_for(init);
 			fill(mem.data(), len, 5);
-			ibv_mr *mr = t.reg(mem.data(), len, kAllRemote);
-			ch.send(RemoteMr{uintptr_t(mem.data()), mr->rkey, uint32_t(len)});
+			PassiveTarget t(ch, mem, kAllRemote);
 			ch.sync(1);
 			ch.sync(2);
-			const efasim_stats s = t.stats();
+			const efasim_stats s = t.node.stats();
 			PEER_CHECK(s.rdma_read_bytes == len);
 			PEER_CHECK(s.dma_bytes == (dma ? len : 0));
 			return 0;
@@ -538,11 +534,8 @@ void write_to_another_process(Pull mode)
 			if (mode == Pull::Refused)
 				PEER_CHECK(drop_ptrace_capability());
 			std::vector<uint8_t> mem(len + 16, 0xee); /* outlives the device (simtest.h, Node) */
-			Node t;
-			Addr init = t.exchange(ch);
-			t.ah_for(init);
-			ibv_mr *mr = t.reg(mem.data(), mem.size(), kAllRemote);
-			ch.send(RemoteMr{uintptr_t(mem.data()), mr->rkey, uint32_t(mem.size())});
+			PassiveTarget target(ch, mem, kAllRemote);
+			Node &t = target.node;
 			uint8_t dummy[8];
 			ibv_mr *md = t.reg(dummy, 8);
 			PEER_CHECK(t.post_recv(md, dummy, 8, 600) == 0 && t.post_recv(md, dummy, 8, 601) == 0);
