@@ -273,6 +273,37 @@ bool dma_proof(Runtime *rt, uint32_t pid, uint64_t addr, uint64_t token)
 	return false;
 }
 
+/* The device's side of a loopback DMA copy, to or from another process. Like xmit's
+ * sendmsg (runtime.cpp), under ThreadSanitizer the local memory is reached only through
+ * dma_copy (sim.h): a NIC's DMA is out of its sight too. */
+ssize_t dma_to_process(pid_t pid, const uint8_t *src, size_t len, const iovec *remote, unsigned n)
+{
+#if defined(__SANITIZE_THREAD__)
+	thread_local std::vector<uint8_t> staged;
+	staged.resize(len);
+	dma_copy(staged.data(), src, len);
+	src = staged.data();
+#endif
+	iovec mine = {const_cast<uint8_t *>(src), len};
+	return process_vm_writev(pid, &mine, 1, remote, n, 0);
+}
+
+ssize_t dma_from_process(pid_t pid, uint8_t *dst, size_t len, const iovec *remote, unsigned n)
+{
+#if defined(__SANITIZE_THREAD__)
+	thread_local std::vector<uint8_t> staged;
+	staged.resize(len);
+	iovec mine = {staged.data(), len};
+	const ssize_t r = process_vm_readv(pid, &mine, 1, remote, n, 0);
+	if (r > 0)
+		dma_copy(dst, staged.data(), size_t(r));
+	return r;
+#else
+	iovec mine = {dst, len};
+	return process_vm_readv(pid, &mine, 1, remote, n, 0);
+#endif
+}
+
 /* Places [src, src + b.len) in the initiator's offered buffer. False: nothing usable
  * was placed, stream the data instead. */
 bool place_dma(Runtime *rt, const ReadReqBody &b, const uint8_t *src)
@@ -285,8 +316,7 @@ bool place_dma(Runtime *rt, const ReadReqBody &b, const uint8_t *src)
 	}
 	if (total != b.len || !dma_proof(rt, b.dma_pid, b.dma_nonce_addr, b.dma_nonce))
 		return false;
-	iovec mine = {const_cast<uint8_t *>(src), size_t(b.len)};
-	return process_vm_writev(pid_t(b.dma_pid), &mine, 1, remote, b.dma_nsge, 0) == ssize_t(b.len);
+	return dma_to_process(pid_t(b.dma_pid), src, size_t(b.len), remote, b.dma_nsge) == ssize_t(b.len);
 }
 
 /* Writes of at least this many bytes to this device are pulled by the target: below it,
@@ -324,8 +354,7 @@ bool pull_dma(Runtime *rt, const PullOffer &o, uint64_t off, uint8_t *dst)
 	}
 	if (want || !dma_proof(rt, o.pid, o.token_addr, o.token))
 		return false;
-	iovec mine = {dst, size_t(o.seg_len)};
-	return !o.seg_len || process_vm_readv(pid_t(o.pid), &mine, 1, remote, n, 0) == ssize_t(o.seg_len);
+	return !o.seg_len || dma_from_process(pid_t(o.pid), dst, o.seg_len, remote, n) == ssize_t(o.seg_len);
 }
 
 uint32_t segment_of(const TxJob *job)
