@@ -178,19 +178,18 @@ uint32_t npackets(uint64_t len)
 	return len == 0 ? 1 : uint32_t((len + seg - 1) / seg);
 }
 
-/* ---- loopback DMA: an RDMA read between two QPs of one device, by one copy
+/* ---- loopback DMA: RDMA between two QPs of one device, by one copy (README.md)
  *
- * A NIC serves a read between two of its own QPs without the wire: its DMA engine reads
- * the target's memory and writes the initiator's. Here the two QPs may live in two
- * processes, so the responder's device writes the initiator's buffer with
- * process_vm_writev() after it has checked the remote key, and answers with a single
- * PF_PLACED response instead of the data. Only the initiator's device knows its buffer:
- * it offers it in the request, with its pid and the address of the read's token (a
- * value unique to the read, cleared when it ends) that the responder reads back first,
- * so neither a pid reused by another process nor a read that already ended (flushed,
- * timed out) receives data. Anything that fails (the kernel refuses cross-process
- * copies, the process is gone, the buffer was unmapped) falls back to streaming the
- * data through the channel. */
+ * A NIC serves RDMA between two of its own QPs without the wire. Here the two QPs may
+ * live in two processes, so the target's device copies, after it has checked the remote
+ * key: process_vm_writev() into the initiator's buffer for a read (one PF_PLACED
+ * response instead of the data), process_vm_readv() from it for each PF_PULL segment of
+ * a write. The initiator offers its buffer with its pid and the address of the work
+ * request's proof (kDmaMagic and a token unique to it, cleared when it ends), which the
+ * target reads back first, so neither a forged offer, nor a pid reused by another
+ * process, nor a work request that already ended (flushed, timed out) gets data copied.
+ * Anything that fails falls back to the data crossing the channel: a read streams, a
+ * refused pull makes the initiator send the write again with its data (restream). */
 
 /* A value unique to one read of this process, never 0: a random base plus a counter. */
 uint64_t next_dma_token()
@@ -640,14 +639,20 @@ void job_finished(Runtime *rt, TxJob *job)
 	rt->complete_send(op);
 }
 
-void release_slot(Runtime *rt, Peer *p, Inflight &f, uint8_t status)
+/* Takes slot f out of the channel's accounting; its job is told nothing. */
+void free_slot(Peer *p, Inflight &f)
 {
-	TxJob *job = f.job;
+	f.job->pkts_out--;
 	f.state = IF_FREE;
 	f.job = nullptr;
 	p->inflight--;
 	p->inflight_bytes -= f.len;
-	job->pkts_out--;
+}
+
+void release_slot(Runtime *rt, Peer *p, Inflight &f, uint8_t status)
+{
+	TxJob *job = f.job;
+	free_slot(p, f);
 	if (status != EFA_OK && job->status == EFA_OK) {
 		job->status = status;
 		if (job->op == OP_READ && job->local)
@@ -723,15 +728,9 @@ void restream(Runtime *rt, Peer *p, SendOp *op)
 {
 	p->no_pull = true;
 	op->pull = false;
-	for (Inflight &f : p->ring) {
-		if (f.state == IF_FREE || f.job != op)
-			continue;
-		f.state = IF_FREE;
-		f.job = nullptr;
-		p->inflight--;
-		p->inflight_bytes -= f.len;
-		op->pkts_out--;
-	}
+	for (Inflight &f : p->ring)
+		if (f.state != IF_FREE && f.job == op)
+			free_slot(p, f);
 	advance_una(p);
 	const bool queued = op->queued;
 	rt->plan_write(p, op);
