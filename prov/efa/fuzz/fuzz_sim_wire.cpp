@@ -5,7 +5,9 @@
  * then check_body() with the device's default limits, then, for a READ_RESP,
  * read_resp_fits() against a read whose length and outstanding bytes the input chooses.
  * What passes is used the way the runtime uses it: the payload is copied to where a
- * SEND, UD_SEND, WRITE or READ_RESP puts it, into a buffer of exactly the target's size.
+ * SEND, UD_SEND, WRITE or READ_RESP puts it, into a buffer of exactly the target's size;
+ * a PF_PULL WRITE carries a PullOffer, and the segment it names is written there instead
+ * (what the target's process_vm_readv would write).
  */
 #include "fuzz.h"
 
@@ -22,14 +24,22 @@ constexpr uint32_t kMtu = 8928;
 constexpr uint32_t kSegment = 32768;
 constexpr uint64_t kMaxModelled = 1u << 16; /* larger targets: bounds checked, not copied */
 
-void place(const Parsed &pk, uint64_t off, uint64_t target_len)
+/* Writes n bytes (from src, or a pattern when null) at off of a target of target_len. */
+void place_bytes(const uint8_t *src, size_t n, uint64_t off, uint64_t target_len)
 {
 	if (target_len > kMaxModelled)
 		return;
 	std::unique_ptr<uint8_t[]> t(new uint8_t[target_len ? target_len : 1]);
-	if (pk.payload_len)
-		std::memcpy(t.get() + off, pk.payload, pk.payload_len);
+	if (n && src)
+		std::memcpy(t.get() + off, src, n);
+	else if (n)
+		std::memset(t.get() + off, 0xa5, n);
 	consume(t.get(), target_len);
+}
+
+void place(const Parsed &pk, uint64_t off, uint64_t target_len)
+{
+	place_bytes(pk.payload, pk.payload_len, off, target_len);
 }
 
 } // namespace
@@ -73,6 +83,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	case PKT_WRITE: {
 		const auto *b = reinterpret_cast<const WriteBody *>(pk.body);
+		if (pk.hdr->flags & PF_PULL) {
+			PullOffer o;
+			FUZZ_CHECK(pk.payload_len == sizeof o);
+			std::memcpy(&o, pk.payload, sizeof o);
+			FUZZ_CHECK(o.seg_len <= kPullSegment);
+			place_bytes(nullptr, o.seg_len, b->offset, b->total_len); /* pulled, not carried */
+			break;
+		}
 		FUZZ_CHECK(pk.payload_len <= kSegment);
 		place(pk, b->offset, b->total_len); /* the MR range checked is [raddr, raddr + total_len) */
 		break;
