@@ -25,13 +25,24 @@ struct Item : ReorderLink<Item> {
 
 using Rb = ReorderBuffer<Item>;
 
-/* Feeds items in the given order and returns the ids in the order they came out. */
-std::vector<uint32_t> run(Rb &rb, std::vector<Item> &items, const std::vector<size_t> &order)
+/* Feeds items in the given order and returns the ids in the order they came out.
+ * `classified`: as the endpoint does (arrival.cpp), classify first, and deliver_expected
+ * instead of accept for the expected id. */
+std::vector<uint32_t> run(Rb &rb, std::vector<Item> &items, const std::vector<size_t> &order, bool classified = false)
 {
 	std::vector<uint32_t> out;
 	for (size_t i : order) {
 		Item &it = items[i];
-		auto v = rb.accept(it.id, &it);
+		Rb::Verdict v;
+		if (classified) {
+			v = rb.classify(it.id);
+			if (v == Rb::Verdict::Deliver)
+				rb.deliver_expected();
+			else if (v == Rb::Verdict::Queued)
+				cr_assert_eq(rb.accept(it.id, &it), Rb::Verdict::Queued);
+		} else {
+			v = rb.accept(it.id, &it);
+		}
 		cr_assert_neq(v, Rb::Verdict::Past, "id %u refused as past", it.id);
 		if (v != Rb::Verdict::Deliver)
 			continue;
@@ -112,6 +123,9 @@ Test(reorder, random_permutations)
 		std::shuffle(order.begin(), order.end(), rng);
 		assert_in_order(run(rb, items, order), 0, n);
 		cr_assert_eq(rb.queued(), 0u);
+		Rb rb2(round % 2 ? 64 : 4096);
+		assert_in_order(run(rb2, items, order, true), 0, n);
+		cr_assert_eq(rb2.queued(), 0u);
 	}
 }
 
@@ -152,6 +166,9 @@ Test(reorder, overflow_random)
 		std::shuffle(order.begin(), order.end(), rng);
 		assert_in_order(run(rb, items, order), 0, n);
 		cr_assert_eq(rb.peak_capacity(), 16u);
+		Rb rb2(16);
+		assert_in_order(run(rb2, items, order, true), 0, n);
+		cr_assert_eq(rb2.queued(), 0u);
 	}
 }
 

@@ -177,7 +177,7 @@ void Ep::ordered_req(Peer &p, Pkt *pkt, const Parsed &pk)
 		}
 		return;
 	case ReorderBuffer<Pkt>::Verdict::Deliver:
-		p.rob.accept(id, pkt);
+		p.rob.deliver_expected();
 		break;
 	}
 	process_req(p, pkt, pk);

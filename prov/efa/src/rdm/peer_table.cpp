@@ -80,7 +80,7 @@ Peer *PeerTable::for_addr(fi_addr_t addr, Found &how)
 	}
 	how = Found::Created;
 	Peer *p = place(addr, make(ah, e->addr, addr));
-	by_src_[key(p->ah->ah.ahn(), p->raw.qpn)] = p;
+	link_src(p);
 	return p;
 }
 
@@ -88,7 +88,7 @@ Peer *PeerTable::add_implicit(Domain::AhRef *ah, const RawAddr &raw)
 {
 	implicit_.push_back(make(ah, raw, FI_ADDR_NOTAVAIL));
 	Peer *p = implicit_.back().get();
-	by_src_[key(p->ah->ah.ahn(), p->raw.qpn)] = p;
+	link_src(p);
 	return p;
 }
 
@@ -111,8 +111,15 @@ Peer *PeerTable::adopt_if_inserted(size_t i)
 	return adopt(i, a);
 }
 
+void PeerTable::link_src(Peer *p)
+{
+	by_src_[key(p->ah->ah.ahn(), p->raw.qpn)] = p;
+	last_src_key_ = ~uint64_t(0);
+}
+
 void PeerTable::unlink_src(const Peer &p)
 {
+	last_src_key_ = ~uint64_t(0);
 	auto it = by_src_.find(key(p.ah->ah.ahn(), p.raw.qpn));
 	if (it != by_src_.end() && it->second == &p)
 		by_src_.erase(it);
@@ -146,6 +153,7 @@ void PeerTable::clear()
 		v->clear();
 	}
 	by_src_.clear();
+	last_src_key_ = ~uint64_t(0);
 }
 
 } // namespace efa::rdm

@@ -57,11 +57,19 @@ public:
 	Peer *for_addr(fi_addr_t addr, Found &how);
 	/* The peer of AV entry `addr` if it has state (never creates one). */
 	const Peer *find(fi_addr_t addr) const { return addr < by_addr_.size() ? by_addr_[addr].get() : nullptr; }
-	/* The peer a completion's (AHN, QPN) names, whatever its connection id. */
+	/* The peer a completion's (AHN, QPN) names, whatever its connection id. The last
+	 * one found is remembered: consecutive packets mostly come from one sender. */
 	Peer *for_src(uint16_t ahn, uint32_t qpn) const
 	{
-		auto it = by_src_.find(key(ahn, qpn));
-		return it == by_src_.end() ? nullptr : it->second;
+		const uint64_t k = key(ahn, qpn);
+		if (k == last_src_key_)
+			return last_src_;
+		auto it = by_src_.find(k);
+		if (it == by_src_.end())
+			return nullptr;
+		last_src_key_ = k;
+		last_src_ = it->second;
+		return it->second;
 	}
 	/* A new implicit peer towards `raw` over `ah` (whose reference it takes). */
 	Peer *add_implicit(Domain::AhRef *ah, const RawAddr &raw);
@@ -132,6 +140,10 @@ private:
 	std::vector<std::unique_ptr<Peer>> implicit_;
 	std::vector<std::unique_ptr<Peer>> retired_;
 	std::unordered_map<uint64_t, Peer *> by_src_;
+	/* for_src's last answer; forgotten whenever by_src_ changes (no key is all ones). */
+	mutable uint64_t last_src_key_ = ~uint64_t(0);
+	mutable Peer *last_src_ = nullptr;
+	void link_src(Peer *p);
 	AvNotice notice_;	/* what the AV told us since the last look */
 	bool listening_ = false;
 	PacketIo *io_ = nullptr;

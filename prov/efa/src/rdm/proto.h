@@ -25,7 +25,8 @@ struct SendLimits {
 };
 
 /* Payload bytes of one EAGER packet, and of each MEDIUM segment. */
-inline size_t eager_max(const SendLimits &l) { return l.mtu - kEagerHdrMax - l.opt; }
+inline size_t eager_max(size_t mtu, size_t opt) { return mtu - kEagerHdrMax - opt; }
+inline size_t eager_max(const SendLimits &l) { return eager_max(l.mtu, l.opt); }
 inline size_t medium_segment(const SendLimits &l) { return l.mtu - kMediumHdrMax - l.opt; }
 
 inline Proto select_send(uint64_t len, const SendLimits &l)

@@ -88,6 +88,9 @@ public:
 		return Verdict::Queued;
 	}
 
+	/* After classify(id) answered Deliver: what accept(id, ...) would then do. */
+	void deliver_expected() { advance(); }
+
 	Verdict accept(uint32_t id, T *item)
 	{
 		const uint32_t d = id - expected_;

@@ -85,6 +85,18 @@ ssize_t Sender::send(const SendArgs &a)
 
 	const bool data = a.flags & FI_REMOTE_CQ_DATA;
 	const size_t opt = req_opt_len(!p->hs_got, data);
+	const uint16_t kind = uint16_t(v4::kReqMsg | (a.tagged ? v4::kReqTagged : 0));
+	/* An eager inject needs no operation entry: nothing completes it and its data is in
+	 * the packet (FI_RM_DISABLED keeps the entry, which an RNR fails). Decided before
+	 * the other protocols' limits, which it does not need. */
+	if (inject && len <= eager_max(cfg_.mtu, opt) && p->hs_sent && cfg_.rm_enabled &&
+	    !(a.flags & FI_DELIVERY_COMPLETE)) {
+		if (port_.tx_avail() < 1)
+			return -FI_EAGAIN;
+		counts.inject++;
+		post_inject(*p, a, len, req_flags(*p, data, kind));
+		return 0;
+	}
 	/* FI_RM_DISABLED: no MEDIUM, whose segments could not be refused one by one; a
 	 * message beyond one packet starts with one REQ (protocol.md section 7). */
 	/* The software device's thresholds between our endpoints; upstream's toward its
@@ -102,14 +114,7 @@ ssize_t Sender::send(const SendArgs &a)
 	 * message that cannot go out. */
 	if (port_.tx_avail() < npkts)
 		return -FI_EAGAIN;
-	const uint16_t flags = req_flags(*p, data, uint16_t(v4::kReqMsg | (a.tagged ? v4::kReqTagged : 0)));
-	/* An eager inject needs no operation entry: nothing completes it and its data is in
-	 * the packet (FI_RM_DISABLED keeps the entry, which an RNR fails). */
-	if (inject && proto == Proto::Eager && p->hs_sent && cfg_.rm_enabled && !(a.flags & FI_DELIVERY_COMPLETE)) {
-		counts.inject++;
-		post_inject(*p, a, len, flags);
-		return 0;
-	}
+	const uint16_t flags = req_flags(*p, data, kind);
 	TxOp *op = ops_.get();
 	if (!op)
 		return -FI_EAGAIN;
