@@ -48,38 +48,40 @@ TypeInfo type_info(uint8_t type);
 
 /* An accepted packet: pointers into the caller's buffer, which may sit at any alignment
  * (a 4-byte connid header puts what follows it at 4 mod 8), so structured fields are
- * read by copy: the raw address is copied in, iovs are read with rma() / read(). */
+ * read by copy: the raw address is copied in, iovs are read with rma() / read().
+ * Its members have no initialisers: parse() sets every one (unused ones to zero), so
+ * the receive path clears a packet description once, not twice. */
 struct Packet {
-	Type type{};
-	uint16_t flags = 0;	   /* the base header's */
-	const void *hdr = nullptr; /* the mandatory header (read it with as<H>()) */
+	Type type;
+	uint16_t flags;	 /* the base header's */
+	const void *hdr; /* the mandatory header (read it with as<H>()) */
 	TypeInfo info;
-	uint64_t tag = 0;
+	uint64_t tag;
 	/* RTW, RTR, RTA: the target's buffers (right after the mandatory header). */
-	const uint8_t *rma_iov = nullptr;
-	uint32_t rma_iov_count = 0;
+	const uint8_t *rma_iov;
+	uint32_t rma_iov_count;
 	/* REQ optional headers. */
-	bool has_raw_addr = false;
-	RawAddr raw_addr{}; /* the first 32 bytes of the address header's */
-	bool has_cq_data = false;
-	uint64_t cq_data = 0;
-	bool has_connid = false;
-	uint32_t connid = 0; /* REQ: the connid header, or the raw address's; others: by flag */
+	bool has_raw_addr;
+	RawAddr raw_addr; /* the first 32 bytes of the address header's */
+	bool has_cq_data;
+	uint64_t cq_data;
+	bool has_connid;
+	uint32_t connid; /* REQ: the connid header, or the raw address's; others: by flag */
 	/* LONGREAD / RUNTREAD: the sender's buffers (the first part of the data). */
-	const uint8_t *read_iov = nullptr;
-	uint32_t read_iov_count = 0;
+	const uint8_t *read_iov;
+	uint32_t read_iov_count;
 	/* HANDSHAKE */
-	const uint8_t *extra_info = nullptr; /* nextra_p3 - 3 little-endian uint64 */
-	uint32_t extra_count = 0;
-	bool has_host_id = false;
-	uint64_t host_id = 0;
-	bool has_device_version = false;
-	uint32_t device_version = 0;
-	bool has_user_recv_qp = false;
-	uint32_t user_recv_qpn = 0, user_recv_qkey = 0;
+	const uint8_t *extra_info; /* nextra_p3 - 3 little-endian uint64 */
+	uint32_t extra_count;
+	bool has_host_id;
+	uint64_t host_id;
+	bool has_device_version;
+	uint32_t device_version;
+	bool has_user_recv_qp;
+	uint32_t user_recv_qpn, user_recv_qkey;
 	/* What follows: application data (or an atomic's operands). */
-	const uint8_t *payload = nullptr;
-	size_t payload_len = 0;
+	const uint8_t *payload;
+	size_t payload_len;
 
 	template <typename H> H as() const
 	{
