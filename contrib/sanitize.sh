@@ -24,6 +24,8 @@
 # SANITIZE_TESTS (Criterion programs, e.g. "prov/efa/test/test_threads") and
 # SANITIZE_FT / SANITIZE_FT_RDM / SANITIZE_FT_SHM (fabtests names, "all" or "none") replace
 # a subset.
+# The programs run as many at a time as there are CPUs (make -j, as contrib/quickstart.sh
+# runs make check).
 # A report makes the program exit non-zero (halt_on_error, exitcode 66 for TSan),
 # which fails its test; so does a test or a fabtests suite that skips (exit 77). libfabric's fi_info (not built here) loads the sanitized
 # provider, so it runs with the runtime preloaded (a wrapper first in PATH).
@@ -131,7 +133,7 @@ ft_shm=${SANITIZE_FT_SHM:-$ft_shm}
 
 status=0
 step "make check TESTS=\"$tests\""
-if ! make check TESTS="$tests" >> "$log" 2>&1; then
+if ! make -j"$jobs" check TESTS="$tests" >> "$log" 2>&1; then
 	status=1
 	grep -E '^(PASS|FAIL|ERROR|SKIP|XFAIL)' "$log" | tail -n 40
 	for t in $tests; do
