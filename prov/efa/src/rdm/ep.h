@@ -210,7 +210,14 @@ struct Ep : EpBase {
 	static const char *req_fault(const Parsed &pk);
 
 	/* rdm/peer.cpp: peers as operations and packets meet them; progress */
-	Peer *peer_for_addr(fi_addr_t addr);
+	Peer *peer_for_addr(fi_addr_t addr)
+	{
+		sync_removed();
+		if (Peer *p = peers.find(addr)) /* a peer met before: every send but the first */
+			return p;
+		return new_peer_for_addr(addr);
+	}
+	Peer *new_peer_for_addr(fi_addr_t addr);
 	/* A peer that answered RNR is left alone until its backoff ends and its queue of
 	 * packets to resend is empty: new work to it waits (-FI_EAGAIN, or queued). */
 	/* New packets to p wait behind its RNR backoff. Not with FI_RM_DISABLED: they go to

@@ -31,9 +31,8 @@ RawAddr Ep::self_addr() const
 	return a;
 }
 
-Peer *Ep::peer_for_addr(fi_addr_t addr)
+Peer *Ep::new_peer_for_addr(fi_addr_t addr)
 {
-	sync_removed();
 	PeerTable::Found how;
 	Peer *p = peers.for_addr(addr, how);
 	if (p && how == PeerTable::Found::Adopted)

@@ -53,10 +53,12 @@ public:
 	enum class Found : uint8_t { Known, Adopted, Created };
 	/* The peer of AV entry `addr`: known, an implicit peer of the same address adopted,
 	 * or created (`how` tells); null when `addr` is not in the AV or no address handle
-	 * can be made (logged). */
+	 * can be made (logged). The caller released the peers of removed entries first
+	 * (release_removed), so a peer this table holds for `addr` is the answer without
+	 * asking the AV. */
 	Peer *for_addr(fi_addr_t addr, Found &how);
 	/* The peer of AV entry `addr` if it has state (never creates one). */
-	const Peer *find(fi_addr_t addr) const { return addr < by_addr_.size() ? by_addr_[addr].get() : nullptr; }
+	Peer *find(fi_addr_t addr) const { return addr < by_addr_.size() ? by_addr_[addr].get() : nullptr; }
 	/* The peer a completion's (AHN, QPN) names, whatever its connection id. The last
 	 * one found is remembered: consecutive packets mostly come from one sender. */
 	Peer *for_src(uint16_t ahn, uint32_t qpn) const
