@@ -212,8 +212,10 @@ struct Ep : EpBase {
 	/* rdm/peer.cpp: peers as operations and packets meet them; progress */
 	Peer *peer_for_addr(fi_addr_t addr)
 	{
+		/* A peer met before (every send but the first) is the answer without asking
+		 * the AV: the peers of removed entries were just released. */
 		sync_removed();
-		if (Peer *p = peers.find(addr)) /* a peer met before: every send but the first */
+		if (Peer *p = peers.find(addr))
 			return p;
 		return new_peer_for_addr(addr);
 	}

@@ -56,12 +56,12 @@ Peer *PeerTable::place(fi_addr_t addr, std::unique_ptr<Peer> p)
 
 Peer *PeerTable::for_addr(fi_addr_t addr, Found &how)
 {
-	how = Found::Known;
-	if (Peer *p = find(addr))
-		return p; /* its entry is valid: removed ones were released first */
 	const AvEntry *e = av_->lookup(addr); /* null once removed */
 	if (!e)
 		return nullptr;
+	how = Found::Known;
+	if (Peer *p = find(addr))
+		return p;
 	/* A sender first met through its own address (an implicit peer) keeps its state:
 	 * message ids, reorder buffer, handshake. */
 	if (Peer *ip = for_src(e->ah->ah.ahn(), e->addr.qpn);

@@ -53,9 +53,7 @@ public:
 	enum class Found : uint8_t { Known, Adopted, Created };
 	/* The peer of AV entry `addr`: known, an implicit peer of the same address adopted,
 	 * or created (`how` tells); null when `addr` is not in the AV or no address handle
-	 * can be made (logged). The caller released the peers of removed entries first
-	 * (release_removed), so a peer this table holds for `addr` is the answer without
-	 * asking the AV. */
+	 * can be made (logged). */
 	Peer *for_addr(fi_addr_t addr, Found &how);
 	/* The peer of AV entry `addr` if it has state (never creates one). */
 	Peer *find(fi_addr_t addr) const { return addr < by_addr_.size() ? by_addr_[addr].get() : nullptr; }
