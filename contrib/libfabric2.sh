@@ -14,7 +14,8 @@
 #    API 2.6) runs make check's Criterion suites, both fabtests suites, Open MPI (its
 #    ranks load PREFIX's libfabric.so.1 through LD_LIBRARY_PATH), fi_info, and the
 #    selection test beside 2.6's built-in efa provider. Built --disable-lto: it checks
-#    the API, and the two LTO links cost 15 s where plain ones take 2.5 s.
+#    the API, and the two LTO links cost 15 s where plain ones take 2.5 s; -g1 (line
+#    tables) for the same reason: full debug info is a third of a -O2 compile.
 # 3. upstream: upstream's efa provider, unmodified, on the software device
 #    (LD_PRELOAD=libefasim.so, SYSFS_PATH = the device's sysfs tree, FI_PROVIDER_PATH
 #    without ours, FI_EFA_ENABLE_SHM_TRANSFER=0 so traffic goes through the device) runs
@@ -102,7 +103,7 @@ mkdir -p "$tree"
 (cd "$src" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp -P --parents -t "$tree") || exit 1
 (cd "$src" && git ls-files -z --deleted) | (cd "$tree" && xargs -0 rm -f)
 step "configure --with-libfabric=$prefix + make"
-(cd "$tree" && ./autogen.sh && ./configure --with-libfabric="$prefix" --disable-lto && make -j"$jobs" &&
+(cd "$tree" && ./autogen.sh && ./configure --with-libfabric="$prefix" --disable-lto CFLAGS="-O2 -g1" CXXFLAGS="-O2 -g1" && make -j"$jobs" &&
 	make -j"$jobs" check TESTS=) >> "$log" 2>&1 || {
 	tail -n 30 "$log"
 	echo "FAIL: building the provider against libfabric 2.6 (see $log)"
