@@ -59,11 +59,12 @@ int main(int argc, char **argv)
 		if (n < 10)
 			n = 10;
 		double lat[5];
-		const long warmup = len < 65536 && n / 5 + 1 < 2000 ? 2000 : n / 5 + 1;
+		const long batch = n / 5 + 1;
+		const long warmup = len < 65536 && batch < 2000 ? 2000 : batch;
 		for (int b = -1; b < 5; b++) { /* b = -1: the warm-up, not recorded */
 			MPI_Barrier(MPI_COMM_WORLD);
 			const double t0 = MPI_Wtime();
-			for (long i = 0; i < (b < 0 ? warmup : n / 5 + 1); i++) {
+			for (long i = 0; i < (b < 0 ? warmup : batch); i++) {
 				if (g_rank == 0) {
 					MPI_OK(MPI_Send(buf, (int)len, MPI_BYTE, peer, 2, MPI_COMM_WORLD));
 					MPI_OK(MPI_Recv(buf, (int)len, MPI_BYTE, peer, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
@@ -73,7 +74,7 @@ int main(int argc, char **argv)
 				}
 			}
 			if (b >= 0)
-				lat[b] = (MPI_Wtime() - t0) / (double)(n / 5 + 1) / 2 * 1e6;
+				lat[b] = (MPI_Wtime() - t0) / (double)batch / 2 * 1e6;
 		}
 		qsort(lat, 5, sizeof lat[0], cmp_double);
 		double best = 0;
