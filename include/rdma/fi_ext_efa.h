@@ -76,6 +76,7 @@ struct fi_efa_ep_stats {
 	uint64_t rx_ops;     /* receives posted, not completed */
 	uint64_t rx_msgs;    /* messages arriving or unexpected */
 	uint64_t reports;    /* hang reports written */
+	uint64_t pool_bytes; /* heap kept by the operation pools and id tables (their high-water mark) */
 };
 
 struct fi_efa_peer_stats {

@@ -411,7 +411,6 @@ struct NakRecord {
 	uint32_t seq;
 	uint8_t status;
 	uint8_t rnr_try; /* RNR: the latest attempt refused */
-	bool valid;
 };
 
 struct Peer {
@@ -444,10 +443,11 @@ struct Peer {
 	 * only while some are (in-order arrivals need none): an idle peer holds none. */
 	std::unique_ptr<uint64_t[]> rx_bits;
 	uint32_t rx_words;     /* rx_bits[rx_words..] are zero (0: no rx_bits) */
-	/* Refused sequence numbers, by seq % kRxWindow (every seq that can still arrive lies
-	 * in the window, so no two share a slot); allocated at the first refusal. */
+	/* Refused sequence numbers still in the window, in no order: a sender's refused
+	 * packets, few at once; none (no allocation) once the sender's una has passed them.
+	 * A table by seq % kRxWindow cost 32 KiB per peer, kept by every peer whose refused
+	 * packet the sender gave up on until its next packet told us so. */
 	std::vector<NakRecord> naks;
-	uint32_t naks_live; /* valid records in naks */
 	uint32_t ack_pending;
 	uint64_t ack_due_ns;
 	/* timers */

@@ -906,30 +906,31 @@ namespace {
 
 enum : uint8_t { DELIVER_DROP = 0xff };
 
-/* The refusals a peer may still retransmit into (Peer::naks): the table exists while
- * one is live, so that an idle peer holds none. */
+/* The refusals a peer may still retransmit into (Peer::naks). */
+NakRecord *nak_find(Peer *p, uint32_t seq)
+{
+	for (NakRecord &n : p->naks)
+		if (n.seq == seq)
+			return &n;
+	return nullptr;
+}
+
 void nak_record(Peer *p, const NakRecord &rec)
 {
-	if (p->naks.empty())
-		p->naks.resize(kRxWindow);
-	NakRecord &slot = p->naks[rec.seq % kRxWindow];
-	p->naks_live += !slot.valid;
-	slot = rec;
+	if (NakRecord *n = nak_find(p, rec.seq))
+		*n = rec;
+	else
+		p->naks.push_back(rec);
 }
+
+void naks_clear(Peer *p) { std::vector<NakRecord>().swap(p->naks); }
 
 void nak_forget(Peer *p, NakRecord &n)
 {
-	if (!n.valid)
-		return;
-	n.valid = false;
-	if (!--p->naks_live)
-		std::vector<NakRecord>().swap(p->naks); /* n is gone with it */
-}
-
-void naks_clear(Peer *p)
-{
-	std::vector<NakRecord>().swap(p->naks);
-	p->naks_live = 0;
+	n = p->naks.back();
+	p->naks.pop_back();
+	if (p->naks.empty())
+		naks_clear(p); /* an idle peer holds no table */
 }
 
 void rx_advance_to(Peer *p, uint32_t to)
@@ -951,15 +952,11 @@ void rx_advance_to(Peer *p, uint32_t to)
 		p->rx_words = words > ws ? words - ws : 0;
 	}
 	if (!p->naks.empty()) {
-		if (shift >= kRxWindow) {
+		/* Every record lies in [rx_base, rx_base + kRxWindow): those below `to` go. */
+		if (shift < kRxWindow)
+			std::erase_if(p->naks, [to](const NakRecord &n) { return seq_lt(n.seq, to); });
+		if (shift >= kRxWindow || p->naks.empty())
 			naks_clear(p);
-		} else {
-			for (uint32_t s = p->rx_base; s != to && !p->naks.empty(); s++) {
-				NakRecord &n = p->naks[s % kRxWindow];
-				if (n.seq == s)
-					nak_forget(p, n);
-			}
-		}
 	}
 	p->rx_base = to;
 	/* rx_base is the first sequence number not received (acknowledgements say so: the
@@ -1094,20 +1091,17 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 		attempt = reinterpret_cast<const SendBody *>(pk.body)->rnr_try;
 	else if (h->type == PKT_WRITE)
 		attempt = reinterpret_cast<const WriteBody *>(pk.body)->rnr_try;
-	if (!p->naks.empty()) {
-		NakRecord &n = p->naks[seq % kRxWindow];
-		if (n.valid && n.seq == seq) {
-			/*
-			 * A copy of an attempt already refused for lack of a receive buffer (a
-			 * retransmission that crossed the NAK) must not be delivered now: the
-			 * sender may have given up on it. Only a newer attempt is.
-			 */
-			if (n.status != EFA_REMOTE_RNR || int8_t(attempt - n.rnr_try) <= 0) {
-				send_nak(p, seq, n.status, n.rnr_try);
-				return;
-			}
-			nak_forget(p, n);
+	if (NakRecord *n = p->naks.empty() ? nullptr : nak_find(p, seq)) {
+		/*
+		 * A copy of an attempt already refused for lack of a receive buffer (a
+		 * retransmission that crossed the NAK) must not be delivered now: the sender
+		 * may have given up on it. Only a newer attempt is.
+		 */
+		if (n->status != EFA_REMOTE_RNR || int8_t(attempt - n->rnr_try) <= 0) {
+			send_nak(p, seq, n->status, n->rnr_try);
+			return;
 		}
+		nak_forget(p, *n);
 	}
 	if (seq_lt(seq, p->rx_highest))
 		stats.out_of_order++;
@@ -1306,11 +1300,11 @@ void Runtime::process_datagram(Qp *qp, const uint8_t *buf, size_t len, const soc
 		send_nak(p, seq, status);
 	} else if (status == EFA_REMOTE_RNR) {
 		stats.rnr_naks_sent++;
-		nak_record(p, NakRecord{seq, status, attempt, true});
+		nak_record(p, NakRecord{seq, status, attempt});
 		send_nak(p, seq, status, attempt);
 	} else {
 		stats.remote_errors++;
-		nak_record(p, NakRecord{seq, status, 0, true});
+		nak_record(p, NakRecord{seq, status, 0});
 		send_nak(p, seq, status);
 	}
 }

@@ -165,6 +165,14 @@ Test(report, counters_after_a_known_exchange)
 	cr_assert(p.flags & FI_EFA_PEER_HANDSHAKE_RECEIVED);
 	cr_assert_eq(p.tx_ops, 0u);
 	cr_assert_eq(ops->query_peer(g_a.ep, g_a.peer + 7, &p, sizeof p), -FI_ENOENT);
+	/* The pools keep what they made: another exchange of the same kind adds nothing. */
+	cr_assert_gt(a.pool_bytes, 0u);
+	cr_assert_gt(b.pool_bytes, 0u);
+	exchange_one(64);
+	fi_efa_ep_stats a2{};
+	cr_assert_eq(ops->query_ep(g_a.ep, &a2, sizeof a2), ssize_t(sizeof a2));
+	cr_assert_eq(a2.pool_bytes, a.pool_bytes, "pools grew from %lu to %lu bytes for one more exchange",
+		     (unsigned long)a.pool_bytes, (unsigned long)a2.pool_bytes);
 	/* A caller with an older, shorter structure gets that much. */
 	cr_assert_eq(ops->query_ep(g_a.ep, &a, 16), 16);
 	close_side(g_a);

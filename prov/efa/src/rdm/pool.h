@@ -68,6 +68,13 @@ public:
 	}
 
 	size_t in_use() const { return used_; }
+	/* Heap the pool keeps: every object it made (a pool keeps its high-water mark) and
+	 * its bookkeeping (fi_efa_ep_stats.pool_bytes). */
+	size_t bytes() const
+	{
+		return made_ * sizeof(Slot) + chunks_.capacity() * sizeof(chunks_[0]) +
+		       sizes_.capacity() * sizeof(size_t) + free_.capacity() * sizeof(Slot *);
+	}
 
 private:
 	struct Slot {
@@ -132,6 +139,9 @@ public:
 			slots_[idx].gen = 1;
 		free_.push_back(idx);
 	}
+
+	/* Heap the table keeps (its high-water mark). */
+	size_t bytes() const { return slots_.capacity() * sizeof(Slot) + free_.capacity() * sizeof(uint32_t); }
 
 private:
 	static constexpr uint32_t kIdxBits = 20;

@@ -92,6 +92,7 @@ public:
 	ssize_t recv(const RecvArgs &a);
 	int cancel(void *context);
 	size_t posted_count() const { return rxops_.in_use(); }
+	size_t pool_bytes() const { return rxops_.bytes() + msgs_.bytes() + ids_.bytes(); }
 	bool busy() const { return msgs_.in_use() != 0; }
 	/* Messages in progress or receives posted (hang reports at close and exit). */
 	bool pending() const { return busy() || rxops_.in_use() != 0; }

@@ -383,6 +383,7 @@ ssize_t Ep::query_stats(fi_efa_ep_stats *out, size_t len)
 	if (shm) {
 		s.shm_sends = shm->stats().sends;
 		s.shm_recvs = shm->stats().recvs;
+		s.pool_bytes += shm->pool_bytes();
 	}
 	if (dom->mr_cache) {
 		const MrCacheStats c = dom->mr_cache->stats();
@@ -399,6 +400,7 @@ ssize_t Ep::query_stats(fi_efa_ep_stats *out, size_t len)
 	rx.for_each_recv([&](RxOp &r) { s.rx_ops += !r.released; });
 	rx.for_each_msg([&](MsgRx &) { s.rx_msgs++; });
 	s.reports = reports;
+	s.pool_bytes += tx.pool_bytes() + rx.pool_bytes();
 	return copy_out(out, s, len);
 }
 

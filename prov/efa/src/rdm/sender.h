@@ -150,6 +150,7 @@ public:
 			pump_pending();
 	}
 	size_t in_use() const { return ops_.in_use(); }
+	size_t pool_bytes() const { return ops_.bytes() + ids_.bytes(); }
 	/* Protocol chosen per send through the device (fi_efa_ep_stats). */
 	struct Counts {
 		uint64_t inject = 0, eager = 0, medium = 0, longcts = 0, longread = 0;

@@ -130,6 +130,14 @@ public:
 	void discard(MsgRx &m);
 
 	const ShmStats &stats() const { return stats_; }
+	size_t pool_bytes() const
+	{
+#if EFA_SHM_PATH
+		return txs_.bytes() + entries_.bytes();
+#else
+		return txs_.bytes();
+#endif
+	}
 
 	/* The domain's registrations, mirrored into our shm domain under the same keys
 	 * (MrMirror): a same-host peer's RMA and atomics are checked there by shm. */
