@@ -211,7 +211,9 @@ Config load()
 
 } // namespace
 
-const Config &config()
+std::atomic<const Config *> g_config{nullptr};
+
+const Config &load_config()
 {
 	/* Never destroyed: an engine thread may still read it while the process exits. */
 	static const Config *c = [] {
@@ -221,6 +223,7 @@ const Config &config()
 				"efasim: invalid configuration, the software EFA device is disabled: %s"
 				"see efasim(7)\n",
 				x->error.c_str());
+		g_config.store(x, std::memory_order_release);
 		return x;
 	}();
 	return *c;

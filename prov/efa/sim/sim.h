@@ -174,7 +174,16 @@ struct Config {
 	std::string error; /* non-empty: a variable was invalid; devices are not offered */
 };
 
-const Config &config();
+/* The configuration, read from the environment at first use and never changed after:
+ * config() is on every packet's path, so its fast path is one load, inline. */
+extern std::atomic<const Config *> g_config;
+const Config &load_config();
+inline const Config &config()
+{
+	if (const Config *c = g_config.load(std::memory_order_acquire)) [[likely]]
+		return *c;
+	return load_config();
+}
 
 /* A number no other QP of this process had (Qp::gen). */
 inline uint32_t next_qp_gen()
@@ -183,9 +192,16 @@ inline uint32_t next_qp_gen()
 	return ++n;
 }
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-#define SIM_WARN(...) ::efasim::log_msg(0, __VA_ARGS__)
-#define SIM_INFO(...) ::efasim::log_msg(1, __VA_ARGS__)
-#define SIM_DEBUG(...) ::efasim::log_msg(2, __VA_ARGS__)
+/* The level is tested before the arguments are evaluated (debug lines sit on the
+ * packet path). */
+#define SIM_LOG(level, ...)                                                                        \
+	do {                                                                                       \
+		if ((level) <= ::efasim::config().log_level)                                       \
+			::efasim::log_msg(level, __VA_ARGS__);                                     \
+	} while (0)
+#define SIM_WARN(...) SIM_LOG(0, __VA_ARGS__)
+#define SIM_INFO(...) SIM_LOG(1, __VA_ARGS__)
+#define SIM_DEBUG(...) SIM_LOG(2, __VA_ARGS__)
 
 /* ------------------------------------------------------------------ addressing */
 /* GID layout: fe80:0000:PPPP:ef<dev>:0000:0000:<IPv4>, PPPP = the device's port base. */
