@@ -268,17 +268,6 @@ fi_ops_cq g_cq_ops = {
 
 } // namespace
 
-namespace {
-
-uint64_t clock_ns()
-{
-	return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-				std::chrono::steady_clock::now().time_since_epoch())
-				.count());
-}
-
-} // namespace
-
 int Cq::progress(size_t max)
 {
 	if (polled.load(std::memory_order_relaxed) == 0) {
@@ -290,13 +279,13 @@ int Cq::progress(size_t max)
 	/* Same-host endpoints here: a quiet device is not polled on every pass when its
 	 * polls are costly and the other path is busy (cq.h, DevicePolls). */
 	DevicePolls &d = device_polls;
-	const uint64_t now = clock_ns();
+	const uint64_t now = d.clock.now_ns();
 	int n = 0;
 	if (d.quiet < kQuiet || d.empty_ns < kCostlyPollNs || now - d.busy_ns >= kBusyNs ||
 	    now - d.last_ns >= std::max(kQuietPollNs, d.empty_ns * kQuietPolls)) {
 		const bool timed = (++d.n & 63) == 0;
 		n = poll_device(max);
-		d.last_ns = timed ? clock_ns() : now;
+		d.last_ns = timed ? d.clock.now_ns() : now;
 		if (timed && n == 0)
 			d.empty_ns = d.empty_ns ? (d.empty_ns * 7 + (d.last_ns - now)) / 8 : d.last_ns - now;
 		d.quiet = n > 0 ? 0 : std::min(d.quiet + 1, kQuiet);

@@ -17,6 +17,7 @@
 #define EFA_CQ_H
 
 #include "common/lock.h"
+#include "common/pass_clock.h"
 #include "domain.h"
 #include "verbs/cq.h"
 
@@ -124,6 +125,7 @@ struct Cq {
 		uint64_t empty_ns = 0;	 /* an empty poll's cost, averaged */
 		uint64_t last_ns = 0;	 /* the last poll */
 		uint64_t busy_ns = 0;	 /* the last pass whose completions were not the device's */
+		PassClock clock;	 /* read on every pass (common/pass_clock.h) */
 	} device_polls;			 /* under lock, used only with such endpoints */
 	std::atomic<uint64_t> pushed{0}; /* completions staged, ever */
 

@@ -41,7 +41,11 @@ public:
 	InternalMr &operator=(const InternalMr &) = delete;
 	InternalMr(InternalMr &&o) noexcept;
 	InternalMr &operator=(InternalMr &&o) noexcept;
-	~InternalMr() { reset(); }
+	~InternalMr()
+	{
+		if (entry_ || own_) /* an operation entry's unused slots: no call */
+			reset();
+	}
 
 	void reset();
 	explicit operator bool() const { return entry_ || own_; }

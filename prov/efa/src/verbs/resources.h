@@ -30,7 +30,11 @@ public:
 		}
 		return *this;
 	}
-	~Handle() { reset(); }
+	~Handle()
+	{
+		if (p_) /* most handles in operation entries are empty: no call */
+			reset();
+	}
 	T *get() const { return p_; }
 	explicit operator bool() const { return p_; }
 	/* Releases now; returns the rdma-core error (0 when empty). */
