@@ -43,7 +43,7 @@ public:
 	InternalMr &operator=(InternalMr &&o) noexcept;
 	~InternalMr()
 	{
-		if (entry_ || own_) /* an operation entry's unused slots: no call */
+		if (*this) /* an operation entry's unused slots: no call */
 			reset();
 	}
 

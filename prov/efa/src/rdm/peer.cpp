@@ -6,21 +6,16 @@
  */
 #include "rdm/ep.h"
 
+#include "common/pass_clock.h"
 #include "efa_errno.h"
 #include "log.h"
 #include "params.h"
 
-#include <chrono>
 #include <cstdlib>
 
 namespace efa::rdm {
 
-uint64_t Ep::now_ns() const
-{
-	return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-				std::chrono::steady_clock::now().time_since_epoch())
-				.count());
-}
+uint64_t Ep::now_ns() const { return steady_ns(); }
 
 RawAddr Ep::self_addr() const
 {
