@@ -590,8 +590,10 @@ bool wait_stopped(pid_t pid)
  */
 Test(sim_faults, loopback_dma_needs_the_initiators_proof)
 {
-	Node a;
+	/* Declared before the device: the forger never acknowledges, so the device may still
+	 * be retransmitting read responses from this region when the test ends. */
 	std::vector<uint8_t> mem(4096);
+	Node a;
 	fill(mem.data(), mem.size(), 3);
 	ibv_mr *mr = a.reg(mem.data(), mem.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
 	a.ah_for(a.self); /* the requester's GID is this device's: a known peer */
