@@ -119,7 +119,7 @@ if [ "$mode" = thread ]; then
 	ft_shm="ft_tagged ft_unexpected ft_rdm_rma ft_atomic"
 fi
 if [ -n "${SANITIZE_TESTS:-}" ]; then
-	tests=$SANITIZE_TESTS
+	tests=" $SANITIZE_TESTS"
 else
 	tests=""
 	for u in $units; do tests="$tests prov/efa/test/$u"; done

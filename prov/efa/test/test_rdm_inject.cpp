@@ -211,11 +211,12 @@ struct Forger {
 		}
 	}
 
+	/* Before the device: receives stay posted in it until the node is destroyed. */
+	std::vector<uint8_t> buf = std::vector<uint8_t>(2 * kSlots * kSlot);
 	Node node;
 	Addr to{};
 	RawAddr self{};
 	ibv_ah *ah = nullptr;
-	std::vector<uint8_t> buf = std::vector<uint8_t>(2 * kSlots * kSlot);
 	ibv_mr *mr = nullptr;
 };
 
