@@ -346,7 +346,25 @@ bool Packet::extra(unsigned bit) const
 
 Error parse(const void *buf, size_t len, Packet &out)
 {
-	out = Packet{};
+	/* Not `out = Packet{}`: the optional headers' values (raw_addr alone is 32 bytes)
+	 * are read only under their flags, and this runs for every packet. */
+	out.type = Type(0);
+	out.flags = 0;
+	out.has_raw_addr = out.has_cq_data = out.has_connid = false;
+	out.has_host_id = out.has_device_version = out.has_user_recv_qp = false;
+	out.hdr = nullptr;
+	out.info = TypeInfo{};
+	out.tag = 0;
+	out.rma_iov = nullptr;
+	out.rma_iov_count = 0;
+	out.connid = 0;
+	out.cq_data = 0;
+	out.read_iov = nullptr;
+	out.read_iov_count = 0;
+	out.extra_count = 0;
+	out.extra_info = nullptr;
+	out.payload = nullptr;
+	out.payload_len = 0;
 	const uint8_t *start = static_cast<const uint8_t *>(buf);
 	const uint8_t *end = start + len;
 	if (len < sizeof(Base))

@@ -52,36 +52,40 @@ TypeInfo type_info(uint8_t type);
  * Its members have no initialisers: parse() sets every one (unused ones to zero), so
  * the receive path clears a packet description once, not twice. */
 struct Packet {
+	/* parse() sets every field but the optional headers' values whose has_* flag is
+	 * false (raw_addr, host_id, device_version, user_recv_qpn/qkey): read those only
+	 * under their flag. The flags sit together so that clearing them is one store. */
 	Type type;
-	uint16_t flags;	 /* the base header's */
+	uint16_t flags; /* the base header's */
+	/* REQ optional headers (and HANDSHAKE's). */
+	bool has_raw_addr;
+	bool has_cq_data;
+	bool has_connid;
+	bool has_host_id;
+	bool has_device_version;
+	bool has_user_recv_qp;
 	const void *hdr; /* the mandatory header (read it with as<H>()) */
 	TypeInfo info;
 	uint64_t tag;
 	/* RTW, RTR, RTA: the target's buffers (right after the mandatory header). */
 	const uint8_t *rma_iov;
 	uint32_t rma_iov_count;
-	/* REQ optional headers. */
-	bool has_raw_addr;
-	RawAddr raw_addr; /* the first 32 bytes of the address header's */
-	bool has_cq_data;
-	uint64_t cq_data;
-	bool has_connid;
 	uint32_t connid; /* REQ: the connid header, or the raw address's; others: by flag */
+	uint64_t cq_data;
 	/* LONGREAD / RUNTREAD: the sender's buffers (the first part of the data). */
 	const uint8_t *read_iov;
 	uint32_t read_iov_count;
 	/* HANDSHAKE */
-	const uint8_t *extra_info; /* nextra_p3 - 3 little-endian uint64 */
 	uint32_t extra_count;
-	bool has_host_id;
-	uint64_t host_id;
-	bool has_device_version;
-	uint32_t device_version;
-	bool has_user_recv_qp;
-	uint32_t user_recv_qpn, user_recv_qkey;
+	const uint8_t *extra_info; /* nextra_p3 - 3 little-endian uint64 */
 	/* What follows: application data (or an atomic's operands). */
 	const uint8_t *payload;
 	size_t payload_len;
+	/* Set only with their flags. */
+	uint64_t host_id;
+	uint32_t device_version;
+	uint32_t user_recv_qpn, user_recv_qkey;
+	RawAddr raw_addr; /* the first 32 bytes of the address header's */
 
 	template <typename H> H as() const
 	{
