@@ -106,7 +106,7 @@ fi
 units="test_sim_device test_sim_send test_sim_rdma test_sim_faults test_verbs_l1 test_info test_getinfo_rules test_docs
 test_objects test_eq_cq test_av test_rdm_drops test_misuse test_rma_safety test_exhaustion test_rdm_peer test_threads
 test_rdm_reorder test_rdm_match test_rdm_receiver test_rdm_sender test_rdm_v4 test_rdm_atomic_ops test_rdm_proto
-test_fork test_memory test_report test_pass_clock"
+test_fork test_memory test_report test_pass_clock test_shm_inbox"
 # Scripted tests of make check run as they are (peer failure: kill -9 paths under ASan).
 scripts="fabtests/run_peer_failure.sh prov/efa/fuzz/replay_rdm_handshake
 prov/efa/fuzz/replay_rdm_stream prov/efa/fuzz/replay_sim_wire prov/efa/fuzz/replay_v4_pkt"

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "params.h"
 #include "rdm/ep.h"
+#include "rdm/shm_inbox.h"
 #include "efa_errno.h"
 
 #include <rdma/fi_atomic.h>
@@ -220,26 +221,10 @@ uint32_t next_slot(uint32_t h) { return (h + 1) & (kKeySlots - 1); }
 
 std::string key_table_name(const std::string &shm_name) { return "/efa_keys_" + shm_name; }
 
-/* Announcements (shm.h, "Senders"): the same file holds, past the key table, the inbox
- * in which each same-host sender writes its address before its first message to the
- * endpoint. A sender claims a slot (`next`), writes its address, then sets the slot's
- * state to kWritten with release order; the owner takes written slots in its progress
- * (kTaken). A slot claimed by a sender that died before writing it stays kFree. */
-constexpr uint32_t kInboxMagic = 0xefa5e703;
-constexpr uint32_t kInboxSlots = 4096;
-enum : uint32_t { kFree = 0, kWritten = 1, kTaken = 2 };
-
-struct InboxSlot {
-	uint32_t state;
-	uint32_t pad;
-	RawAddr addr;
-};
-
-struct Inbox {
-	uint32_t magic;
-	uint32_t next; /* slots claimed (may pass kInboxSlots: then full) */
-	InboxSlot slot[kInboxSlots];
-};
+/* Announcements (shm.h, "Senders"; rdm/shm_inbox.h): the same file holds, past the key
+ * table, the inbox in which each same-host sender writes its address before its first
+ * message to the endpoint. */
+using inbox::Inbox;
 
 /* Where the inbox starts: a multiple of any page size, so it can be mapped alone. */
 constexpr size_t kInboxOffset = (sizeof(KeyTable) + 65535) & ~size_t(65535);
@@ -269,23 +254,9 @@ Announce announce(const std::string &name, const RawAddr &self)
 	close(fd);
 	if (!in)
 		return Announce::Full;
-	bool ok = false;
-	if (std::atomic_ref<uint32_t>(in->magic).load(std::memory_order_acquire) == kInboxMagic) {
-		const uint32_t i = std::atomic_ref<uint32_t>(in->next).fetch_add(1, std::memory_order_relaxed);
-		if (i < kInboxSlots) {
-			InboxSlot &s = in->slot[i];
-			std::memcpy(&s.addr, &self, sizeof self);
-			std::atomic_ref<uint32_t>(s.state).store(kWritten, std::memory_order_release);
-			ok = true;
-		}
-	}
+	const bool ok = inbox::readable(*in) && inbox::announce(*in, self);
 	munmap(in, sizeof(Inbox));
 	return ok ? Announce::Done : Announce::Full;
-}
-
-uint32_t slot_state(const InboxSlot &s)
-{
-	return std::atomic_ref<uint32_t>(const_cast<uint32_t &>(s.state)).load(std::memory_order_acquire);
 }
 
 void *map_key_table(const std::string &name, bool create)
@@ -501,7 +472,7 @@ int ShmPath::init()
 		static_cast<KeyTable *>(keys_)->magic = kKeyMagic;
 		if (const int fd = shm_open(keys_name_.c_str(), O_RDWR, 0); fd >= 0) {
 			if (Inbox *in = map_inbox(fd)) {
-				std::atomic_ref<uint32_t>(in->magic).store(kInboxMagic, std::memory_order_release);
+				inbox::init(*in);
 				inbox_ = in;
 			}
 			close(fd);
@@ -675,45 +646,16 @@ void ShmPath::sync()
 void ShmPath::take_announcements()
 {
 	auto &in = *static_cast<Inbox *>(inbox_);
-	const uint32_t claims = inbox_claims();
-	for (uint32_t i = std::min(inbox_claims_, kInboxSlots); i < std::min(claims, kInboxSlots); i++)
-		inbox_wait_.push_back(i);
-	inbox_claims_ = claims;
+	inbox_rung_ = inbox::rung(in);
 	inbox_dirty_ = false;
 	const RawAddr self = ep_.self_addr();
-	for (auto it = inbox_wait_.begin(); it != inbox_wait_.end();) {
-		InboxSlot &sl = in.slot[*it];
-		if (slot_state(sl) != kWritten) {
-			++it; /* claimed, not written yet (or by a sender that died) */
-			continue;
-		}
-		RawAddr addr;
-		std::memcpy(&addr, &sl.addr, sizeof addr);
-		std::atomic_ref<uint32_t>(sl.state).store(kTaken, std::memory_order_relaxed);
-		it = inbox_wait_.erase(it);
-		if (std::memcmp(addr.gid, self.gid, sizeof self.gid) != 0)
-			continue;
-		known(addr, shm_name(addr), false).heard = true;
-	}
+	inbox::take(in, [&](const RawAddr &addr) {
+		if (std::memcmp(addr.gid, self.gid, sizeof self.gid) == 0)
+			known(addr, shm_name(addr), false).heard = true;
+	});
 }
 
-uint32_t ShmPath::inbox_claims() const
-{
-	return std::atomic_ref<uint32_t>(static_cast<Inbox *>(inbox_)->next).load(std::memory_order_relaxed);
-}
-
-bool ShmPath::announcement_waiting() const
-{
-	const auto &in = *static_cast<const Inbox *>(inbox_);
-	const uint32_t claims = std::min(inbox_claims(), kInboxSlots);
-	for (uint32_t i = std::min(inbox_claims_, kInboxSlots); i < claims; i++)
-		if (slot_state(in.slot[i]) == kWritten)
-			return true;
-	for (uint32_t i : inbox_wait_)
-		if (slot_state(in.slot[i]) == kWritten)
-			return true;
-	return false;
-}
+bool ShmPath::announcement_waiting() const { return inbox::waiting(*static_cast<const Inbox *>(inbox_)); }
 
 /* ------------------------------------------------------------------ sends */
 
@@ -1234,7 +1176,7 @@ void ShmPath::discard(MsgRx &m)
 void ShmPath::progress()
 {
 	/* Senders that announced themselves, then those inserted since the last look. */
-	if (inbox_ && (inbox_dirty_ || inbox_claims() != inbox_claims_))
+	if (inbox_ && (inbox_dirty_ || inbox::rung(*static_cast<const Inbox *>(inbox_)) != inbox_rung_))
 		take_announcements();
 	if (av_count() != scanned_)
 		sync();

@@ -207,9 +207,8 @@ private:
 	/* Announces us to k's peer (`name`), logging why not; false when it has no shm
 	 * endpoint at all. */
 	bool announce_to(Known &k, const RawAddr &addr, const std::string &name);
-	/* Announcements (shm.h, "Senders"): slots claimed in our inbox so far; takes those
-	 * written into it. */
-	uint32_t inbox_claims() const;
+	/* Announcements (shm.h, "Senders"; rdm/shm_inbox.h): takes those written into our
+	 * inbox. */
 	void take_announcements();
 	/* Whether a written one is not taken yet. */
 	bool announcement_waiting() const;
@@ -249,8 +248,7 @@ private:
 	std::string keys_name_;
 	std::vector<const void *> peer_keys_; /* peers' tables by shm address (MAP_FAILED: none) */
 	void *inbox_ = nullptr;			      /* ours, in the key table's file */
-	uint32_t inbox_claims_ = 0;		      /* its claims counter when last looked at */
-	std::vector<uint32_t> inbox_wait_;	      /* claimed slots not written when looked at */
+	uint32_t inbox_rung_ = 0;		      /* its doorbell when last looked at */
 	bool inbox_dirty_ = false;		      /* shm met a sender whose announcement waits */
 	std::unordered_map<std::string, Known> names_;
 	std::vector<std::string> sa_owner_; /* by shm fi_addr: the name it was given to */
