@@ -53,11 +53,13 @@ inline void init(Inbox &in) { at(in.magic).store(kMagic, std::memory_order_relea
 
 inline bool readable(const Inbox &in) { return at(in.magic).load(std::memory_order_acquire) == kMagic; }
 
-/* A sender: false when every slot holds an announcement not taken yet. */
+/* A sender: false when every slot holds an announcement not taken yet (twice over: the
+ * owner may free a slot behind a first scan). */
 inline bool announce(Inbox &in, const RawAddr &self)
 {
-	for (uint32_t i = 0; i < kSlots; i++) {
-		Slot &s = in.slot[i];
+	for (uint32_t k = 0; k < 2 * kSlots; k++) {
+		Slot &s = in.slot[k % kSlots];
+		const uint32_t i = k % kSlots;
 		uint32_t st = at(s.state).load(std::memory_order_relaxed);
 		if (st != kFree || !at(s.state).compare_exchange_strong(st, kClaimed, std::memory_order_acquire,
 									 std::memory_order_relaxed))
