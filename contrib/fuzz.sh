@@ -118,5 +118,6 @@ for h in $harnesses; do
 		done
 	fi
 done
+# A failed run keeps its work directory (crash inputs, logs); a passing one only if asked.
 [ $fail -ne 0 ] || [ -n "$keep" ] || rm -rf "$dir"
 exit $fail

@@ -8,7 +8,6 @@
 #include "log.h"
 #include "params.h"
 #include "rdm/ep.h"
-#include "rdm/shm_inbox.h"
 #include "efa_errno.h"
 
 #include <rdma/fi_atomic.h>
@@ -645,7 +644,7 @@ void ShmPath::sync()
 
 void ShmPath::take_announcements()
 {
-	auto &in = *static_cast<Inbox *>(inbox_);
+	inbox::Inbox &in = *inbox_;
 	inbox_rung_ = inbox::rung(in);
 	inbox_dirty_ = false;
 	const RawAddr self = ep_.self_addr();
@@ -655,7 +654,7 @@ void ShmPath::take_announcements()
 	});
 }
 
-bool ShmPath::announcement_waiting() const { return inbox::waiting(*static_cast<const Inbox *>(inbox_)); }
+bool ShmPath::announcement_waiting() const { return inbox::waiting(*inbox_); }
 
 /* ------------------------------------------------------------------ sends */
 
@@ -1176,7 +1175,7 @@ void ShmPath::discard(MsgRx &m)
 void ShmPath::progress()
 {
 	/* Senders that announced themselves, then those inserted since the last look. */
-	if (inbox_ && (inbox_dirty_ || inbox::rung(*static_cast<const Inbox *>(inbox_)) != inbox_rung_))
+	if (inbox_ && (inbox_dirty_ || inbox::rung(*inbox_) != inbox_rung_))
 		take_announcements();
 	if (av_count() != scanned_)
 		sync();

@@ -46,6 +46,7 @@
 #include "ep_base.h"
 #include "rdm/ops.h"
 #include "rdm/pool.h"
+#include "rdm/shm_inbox.h"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_endpoint.h>
@@ -247,7 +248,7 @@ private:
 	void *keys_ = nullptr;			       /* our key table */
 	std::string keys_name_;
 	std::vector<const void *> peer_keys_; /* peers' tables by shm address (MAP_FAILED: none) */
-	void *inbox_ = nullptr;			      /* ours, in the key table's file */
+	inbox::Inbox *inbox_ = nullptr;		      /* ours, in the key table's file */
 	uint32_t inbox_rung_ = 0;		      /* its doorbell when last looked at */
 	bool inbox_dirty_ = false;		      /* shm met a sender whose announcement waits */
 	std::unordered_map<std::string, Known> names_;

@@ -58,8 +58,8 @@ inline bool readable(const Inbox &in) { return at(in.magic).load(std::memory_ord
 inline bool announce(Inbox &in, const RawAddr &self)
 {
 	for (uint32_t k = 0; k < 2 * kSlots; k++) {
-		Slot &s = in.slot[k % kSlots];
 		const uint32_t i = k % kSlots;
+		Slot &s = in.slot[i];
 		uint32_t st = at(s.state).load(std::memory_order_relaxed);
 		if (st != kFree || !at(s.state).compare_exchange_strong(st, kClaimed, std::memory_order_acquire,
 									 std::memory_order_relaxed))
