@@ -194,6 +194,11 @@ struct RxOp : IListNode<RxOp> {
 	uint64_t used = 0;
 	uint32_t msgs = 0;     /* messages placed in it and not completed */
 	bool released = false; /* left the posted list */
+	/* Taken by a same-host message (Receiver::shm_take; set there, not here): its
+	 * length if shm told it (untagged), and whether shm's entry for it has the
+	 * truncation sink (shm.h). */
+	uint64_t shm_len;
+	bool shm_sink;
 
 	/* What every receive records from its call (`tag`, `ignore`, `src` and FI_MULTI_RECV
 	 * are the caller's). */

@@ -297,30 +297,34 @@ void Receiver::complete(MsgRx &m)
 			rxops_.put(r);
 		}
 	}
-	void *buf = m.dst_count ? m.dst[0].iov_base : nullptr;
-	const bool trunc = !m.discard && m.msg_len > m.cap;
+	deliver(Delivered{m.context, m.completion || (flags & FI_MULTI_RECV), flags, m.discard ? 0 : m.msg_len,
+			  m.cap, m.discard || !m.dst_count ? nullptr : m.dst[0].iov_base, m.data, m.tag, m.src});
+}
+
+void Receiver::deliver(const Delivered &d)
+{
+	const bool trunc = d.len > d.cap;
 	port_.rx_count(false, !trunc);
 	if (trunc) {
 		char text[kMaxErrData];
 		snprintf(text, sizeof text, "message of %lu bytes truncated to the %lu-byte receive buffer",
-			 (unsigned long)m.msg_len, (unsigned long)m.cap);
-		if (m.context)
-			port_.rx_error(m.context, flags, FI_ETRUNC, 0, text, m.cap, m.msg_len - m.cap, buf, m.data,
-				     m.tag);
+			 (unsigned long)d.len, (unsigned long)d.cap);
+		if (d.context)
+			port_.rx_error(d.context, d.flags, FI_ETRUNC, 0, text, d.cap, d.len - d.cap, d.buf, d.data, d.tag);
 		else
 			EFA_WARN(EpData, "%s (receive without a context)", text);
 		return;
 	}
-	if (!m.completion && !(flags & FI_MULTI_RECV))
+	if (!d.completion)
 		return;
 	fi_cq_tagged_entry e{};
-	e.op_context = m.context;
-	e.flags = flags;
-	e.len = m.discard ? 0 : m.msg_len;
-	e.buf = m.discard ? nullptr : buf;
-	e.data = m.data;
-	e.tag = m.tag;
-	port_.rx_complete(e, m.src);
+	e.op_context = d.context;
+	e.flags = d.flags;
+	e.len = d.len;
+	e.buf = d.buf;
+	e.data = d.data;
+	e.tag = d.tag;
+	port_.rx_complete(e, d.src);
 }
 
 /* ------------------------------------------------------------------ emulated writes */
@@ -552,6 +556,38 @@ MsgRx *Receiver::shm_arrival(bool tagged, fi_addr_t src, uint64_t tag, uint64_t 
 		bind(*m, r);
 	}
 	return m;
+}
+
+RxOp *Receiver::shm_take(bool tagged, fi_addr_t src, uint64_t tag, uint64_t len)
+{
+	/* From a sender not inserted yet, its FI_SOURCE may come later (shm_resolved). */
+	if (src == FI_ADDR_NOTAVAIL)
+		return nullptr;
+	RxOp *r = match_.find_posted(tagged, src, tag);
+	if (!r || r->multi)
+		return nullptr;
+	match_.unpost(tagged, r);
+	/* Unposted, it describes the message now: its source and tag for the completion. */
+	r->src = src;
+	r->tag = tag;
+	r->shm_len = len;
+	return r;
+}
+
+void Receiver::shm_taken_done(RxOp *r, uint64_t len, uint64_t data, bool has_data, int err)
+{
+	const uint64_t flags = FI_RECV | (r->tagged ? FI_TAGGED : FI_MSG) | (has_data ? FI_REMOTE_CQ_DATA : 0);
+	void *buf = r->iov_count ? r->iov[0].iov_base : nullptr;
+	if (err && err != FI_ETRUNC) {
+		char text[kMaxErrData];
+		snprintf(text, sizeof text, "a message from a same-host peer (shm) failed: %s", fi_strerror(err));
+		port_.rx_count(false, false);
+		port_.rx_error(r->context, flags, err, 0, text, 0, 0, nullptr, data, r->tag);
+	} else {
+		/* Truncation is not an error of the message: deliver() tells it from the length. */
+		deliver(Delivered{r->context, r->completion, flags, len, r->cap, buf, data, r->tag, r->src});
+	}
+	rxops_.put(r);
 }
 
 void Receiver::shm_start(MsgRx &m)

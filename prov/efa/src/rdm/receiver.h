@@ -126,6 +126,12 @@ public:
 	 * libfabric 1.17 tells an untagged message's length on arrival, a tagged one's only
 	 * in its completion (`len` is 0 until then). */
 	MsgRx *shm_arrival(bool tagged, fi_addr_t src, uint64_t tag, uint64_t len, void *entry);
+	/* The common case first, without a message entry: a posted receive (not a
+	 * multi-receive buffer) that takes the message from known sender `src`, unposted,
+	 * or null. shm copies the message straight into it; shm_taken_done is shm's
+	 * completion (or error): `len` the message's whole length. */
+	RxOp *shm_take(bool tagged, fi_addr_t src, uint64_t tag, uint64_t len);
+	void shm_taken_done(RxOp *r, uint64_t len, uint64_t data, bool has_data, int err);
 	void shm_queue(MsgRx &m) { match_.add_unexpected(m.tagged, &m); }
 	void shm_forget(MsgRx &m) { msgs_.put(&m); }
 	void shm_done(MsgRx &m, uint64_t len, uint64_t olen, uint64_t data, bool has_data, int err);
@@ -175,6 +181,19 @@ private:
 	void advance(MsgRx *m);
 	void finish(MsgRx *m);
 	void complete(MsgRx &m);
+	/* What a receive's successful (or truncated) completion says. */
+	struct Delivered {
+		void *context;
+		bool completion; /* an entry unless truncated (then always one) */
+		uint64_t flags;
+		uint64_t len; /* the message's (0: discarded) */
+		uint64_t cap;
+		void *buf;
+		uint64_t data;
+		uint64_t tag;
+		fi_addr_t src;
+	};
+	void deliver(const Delivered &d);
 	void shm_start(MsgRx &m);
 	void shm_deliver(MsgRx &m);
 	/* What shm's completion of m says. */

@@ -995,6 +995,15 @@ int ShmPath::arrival(bool tagged, fi_addr_t addr, uint64_t tag, uint64_t size, f
 	e.tag = tag;
 	e.size = size;
 	const fi_addr_t src = addr < from_shm_.size() ? from_shm_[addr] : FI_ADDR_NOTAVAIL;
+	/* Most messages find their receive: shm copies into it, and its completion names
+	 * the receive (a taken() context). libfabric 1.17 tells a tagged message's length
+	 * only in the completion: one that may not fit takes the sink. */
+	if (RxOp *r = ep_.rx.shm_take(tagged, src, tag, size)) {
+		stats_.recvs++;
+		r->shm_sink = fill(e, *r, tagged || size > r->cap);
+		*out = &e;
+		return 0;
+	}
 	MsgRx *m = ep_.rx.shm_arrival(tagged, src, tag, size, &e);
 	if (!m) {
 		entries_.put(x);
@@ -1125,8 +1134,19 @@ void ShmPath::free_entry(fi_peer_rx_entry *e)
 
 bool ShmPath::fill(fi_peer_rx_entry &e, MsgRx &m, const iovec *iov, size_t count, bool with_sink)
 {
-	e.owner_context = nullptr; /* shm's from here: it frees the entry when done */
 	m.shm = nullptr;
+	return fill_entry(e, m.tagged, &m, iov, count, with_sink);
+}
+
+bool ShmPath::fill(fi_peer_rx_entry &e, RxOp &r, bool with_sink)
+{
+	return fill_entry(e, r.tagged, taken_context(&r), r.iov, r.iov_count, with_sink);
+}
+
+bool ShmPath::fill_entry(fi_peer_rx_entry &e, bool tagged, void *context, const iovec *iov, size_t count,
+			 bool with_sink)
+{
+	e.owner_context = nullptr; /* shm's from here: it frees the entry when done */
 	Entry &x = reinterpret_cast<Entry &>(e);
 	std::copy(iov, iov + count, x.iov);
 	e.iov = x.iov;
@@ -1140,8 +1160,8 @@ bool ShmPath::fill(fi_peer_rx_entry &e, MsgRx &m, const iovec *iov, size_t count
 		}
 	}
 	e.desc = const_cast<void **>(g_null_desc);
-	e.context = &m; /* shm's completion names the message */
-	e.flags = FI_COMPLETION | FI_RECV | (m.tagged ? FI_TAGGED : FI_MSG);
+	e.context = context; /* shm's completion names the message or the receive */
+	e.flags = FI_COMPLETION | FI_RECV | (tagged ? FI_TAGGED : FI_MSG);
 	return sunk;
 }
 
@@ -1189,6 +1209,12 @@ void ShmPath::progress()
 					remote_event(c[i], from[i], 0);
 					continue;
 				}
+				if (RxOp *r = taken(c[i].op_context)) {
+					if (r->shm_sink && c[i].len > r->cap)
+						sink_release(c[i].len - r->cap);
+					ep_.rx.shm_taken_done(r, c[i].len, c[i].data, c[i].flags & FI_REMOTE_CQ_DATA, 0);
+					continue;
+				}
 				MsgRx &m = *static_cast<MsgRx *>(c[i].op_context);
 				if (m.sink && c[i].len > m.cap)
 					sink_release(c[i].len - m.cap);
@@ -1209,22 +1235,29 @@ void ShmPath::progress()
 				remote_event(fi_cq_tagged_entry{}, FI_ADDR_NOTAVAIL, err);
 				continue;
 			}
-			MsgRx &m = *static_cast<MsgRx *>(ee.op_context);
+			RxOp *r = taken(ee.op_context);
+			MsgRx *m = r ? nullptr : static_cast<MsgRx *>(ee.op_context);
+			const uint64_t cap = r ? r->cap : m->cap;
+			const bool sunk = r ? r->shm_sink : m->sink;
+			/* shm told an untagged message's length on arrival */
+			const uint64_t told = r ? (r->tagged ? 0 : r->shm_len) : (m->tagged ? 0 : m->msg_len);
 			uint64_t len = ee.len, olen = ee.olen;
-			if (err == FI_ETRUNC && len + olen <= m.cap) {
+			if (err == FI_ETRUNC && len + olen <= cap) {
 				/* It did not fit even with the sink, or had no sink: its length is
 				 * lost (shm says neither), at least this much. */
-				len = m.cap;
-				olen = m.sink ? kSinkSize
-					      : (!m.tagged && m.msg_len > m.cap ? m.msg_len - m.cap : 0);
+				len = cap;
+				olen = sunk ? kSinkSize : (told > cap ? told - cap : 0);
 				EFA_WARN_ONCE(EpData, "shm truncated a same-host message without saying its length; "
 					      "FI_ETRUNC reports olen %lu (post receives of 3 iovs or fewer)",
 					      (unsigned long)olen);
 			}
-			if (m.sink)
+			if (sunk)
 				sink_release(kSinkSize);
 			EFA_DBG(EpData, "shm receive error: %s (len %zu, olen %zu)", fi_strerror(err), ee.len, ee.olen);
-			rx_completion(m, len, olen, ee.data, ee.flags & FI_REMOTE_CQ_DATA, err);
+			if (r)
+				ep_.rx.shm_taken_done(r, len + olen, ee.data, ee.flags & FI_REMOTE_CQ_DATA, err);
+			else
+				rx_completion(*m, len, olen, ee.data, ee.flags & FI_REMOTE_CQ_DATA, err);
 			continue;
 		}
 		/* A message from a sender whose announcement shm read before us: again, once

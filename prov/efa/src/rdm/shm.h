@@ -15,7 +15,8 @@
  * libfabric 1.17 refuses a peer CQ (fi_cq_open with FI_PEER), so shm completes into two
  * CQs of its own (transmit, receive) that the endpoint reads in its progress and turns
  * into its completions, counters and error entries. The contexts shm sees are ours: a
- * TxShm per send, the MsgRx per message.
+ * TxShm per send; per message, the receive that took it on arrival (the common case,
+ * no message entry) or the MsgRx of one that had to wait or be pulled.
  *
  * Everything runs under the endpoint's lock: shm's callbacks come from inside our own
  * calls into shm (its progress runs when we read its CQs), so they never take it.
@@ -215,9 +216,23 @@ private:
 	bool announcement_waiting() const;
 #if EFA_SHM_PATH
 	int arrival(bool tagged, fi_addr_t addr, uint64_t tag, uint64_t size, fi_peer_rx_entry **out);
-	/* Hands m's entry e to shm: the data goes to iov[0..count), then to the sink when
-	 * `with_sink` and an iov is left (true when it was added); the completion names m. */
+	/* Hands entry e to shm: the data goes to iov[0..count) (the receive's own iovs for
+	 * one that took the message on arrival), then to the sink when `with_sink` and an
+	 * iov is left (true when it was added); the completion names m, or r by its
+	 * taken_context. */
 	bool fill(fi_peer_rx_entry &e, MsgRx &m, const iovec *iov, size_t count, bool with_sink);
+	bool fill(fi_peer_rx_entry &e, RxOp &r, bool with_sink);
+	bool fill_entry(fi_peer_rx_entry &e, bool tagged, void *context, const iovec *iov, size_t count,
+			bool with_sink);
+	/* A receive that took a message on arrival (Receiver::shm_take) is named in shm's
+	 * completion by its address with the low bit set (operation entries are aligned). */
+	static_assert(alignof(RxOp) > 1 && alignof(MsgRx) > 1);
+	static void *taken_context(RxOp *r) { return reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(r) | 1); }
+	static RxOp *taken(void *context)
+	{
+		const uintptr_t v = reinterpret_cast<uintptr_t>(context);
+		return v & 1 ? reinterpret_cast<RxOp *>(v & ~uintptr_t(1)) : nullptr;
+	}
 	/* Tells shm to copy a queued message into what fill() gave it. */
 	int copy(fi_peer_rx_entry &e, bool tagged);
 	void tx_done(TxShm *t, int err, uint32_t prov_errno);
