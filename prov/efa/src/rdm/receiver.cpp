@@ -558,13 +558,13 @@ MsgRx *Receiver::shm_arrival(bool tagged, fi_addr_t src, uint64_t tag, uint64_t 
 	return m;
 }
 
-RxOp *Receiver::shm_take(bool tagged, fi_addr_t src, uint64_t tag, uint64_t len)
+RxOp *Receiver::shm_take(bool tagged, fi_addr_t src, uint64_t tag, uint64_t len, size_t sink_room)
 {
 	/* From a sender not inserted yet, its FI_SOURCE may come later (shm_resolved). */
 	if (src == FI_ADDR_NOTAVAIL)
 		return nullptr;
 	RxOp *r = match_.find_posted(tagged, src, tag);
-	if (!r || r->multi)
+	if (!r || r->multi || ((tagged || len > r->cap) && r->iov_count >= sink_room))
 		return nullptr;
 	match_.unpost(tagged, r);
 	/* Unposted, it describes the message now: its source and tag for the completion. */

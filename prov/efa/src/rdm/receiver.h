@@ -128,9 +128,11 @@ public:
 	MsgRx *shm_arrival(bool tagged, fi_addr_t src, uint64_t tag, uint64_t len, void *entry);
 	/* The common case first, without a message entry: a posted receive (not a
 	 * multi-receive buffer) that takes the message from known sender `src`, unposted,
-	 * or null. shm copies the message straight into it; shm_taken_done is shm's
-	 * completion (or error): `len` the message's whole length. */
-	RxOp *shm_take(bool tagged, fi_addr_t src, uint64_t tag, uint64_t len);
+	 * or null. shm copies the message straight into it, so a receive of `sink_room`
+	 * iovs or more must be large enough for it (shm.h, the truncation sink).
+	 * shm_taken_done is shm's completion (or error): `len` the message's whole
+	 * length. */
+	RxOp *shm_take(bool tagged, fi_addr_t src, uint64_t tag, uint64_t len, size_t sink_room);
 	void shm_taken_done(RxOp *r, uint64_t len, uint64_t data, bool has_data, int err);
 	void shm_queue(MsgRx &m) { match_.add_unexpected(m.tagged, &m); }
 	void shm_forget(MsgRx &m) { msgs_.put(&m); }

@@ -998,7 +998,7 @@ int ShmPath::arrival(bool tagged, fi_addr_t addr, uint64_t tag, uint64_t size, f
 	/* Most messages find their receive: shm copies into it, and its completion names
 	 * the receive (a taken() context). libfabric 1.17 tells a tagged message's length
 	 * only in the completion: one that may not fit takes the sink. */
-	if (RxOp *r = ep_.rx.shm_take(tagged, src, tag, size)) {
+	if (RxOp *r = ep_.rx.shm_take(tagged, src, tag, size, sink_room())) {
 		stats_.recvs++;
 		r->shm_sink = fill(e, *r, tagged || size > r->cap);
 		*out = &e;
@@ -1014,17 +1014,32 @@ int ShmPath::arrival(bool tagged, fi_addr_t addr, uint64_t tag, uint64_t size, f
 	stats_.recvs++;
 	*out = &e;
 	if (m->bound) {
-		m->sink = fill(e, *m, m->dst, m->dst_count, m->tagged || m->msg_len > m->cap);
-		return 0;
+		if (!through_pull(*m)) {
+			m->sink = fill(e, *m, m->dst, m->dst_count, m->tagged || m->msg_len > m->cap);
+			return 0;
+		}
+		/* Its receive has no iov left for the sink: shm keeps it, and it is pulled
+		 * into our memory, then copied into the receive (queue()). */
+		m->shm_sent = false;
 	}
 	e.owner_context = m; /* until bound: queue() and free_entry() find it */
 	return -FI_ENOENT;
+}
+
+bool ShmPath::through_pull(const MsgRx &m) const
+{
+	return (m.tagged || m.msg_len > m.cap) && m.dst_count >= sink_room();
 }
 
 int ShmPath::queue(fi_peer_rx_entry *e)
 {
 	ShmPath *path = srx_of(e->srx)->path;
 	MsgRx *m = static_cast<MsgRx *>(e->owner_context);
+	if (m->bound) { /* arrival(): to be pulled for its receive */
+		m->pull_queued = true;
+		path->pulls_.push_back(m);
+		return 0;
+	}
 	path->stats_.unexpected++;
 	path->ep_.rx.shm_queue(*m);
 	/* Pulled once shm's progress has returned (it holds its locks now). */
@@ -1153,7 +1168,7 @@ bool ShmPath::fill_entry(fi_peer_rx_entry &e, bool tagged, void *context, const 
 	e.count = count;
 	/* One that may not fit takes the sink as its last iov (the top of shm.h). */
 	bool sunk = false;
-	if (with_sink && count < iov_limit_ && count < kMaxRmaIov + 1) {
+	if (with_sink && count < sink_room()) {
 		if (void *s = sink()) {
 			x.iov[e.count++] = iovec{s, kSinkSize};
 			sunk = true;
@@ -1172,6 +1187,12 @@ int ShmPath::copy(fi_peer_rx_entry &e, bool tagged)
 
 int ShmPath::start(MsgRx &m)
 {
+	if (through_pull(m)) {
+		/* No iov left for the sink: it stays queued for its pull (advance() calls
+		 * this only before the pull began), which delivers it. */
+		m.shm_sent = false;
+		return 0;
+	}
 	unqueue_pull(m);
 	auto *e = static_cast<fi_peer_rx_entry *>(m.shm);
 	m.sink = fill(*e, m, m.dst, m.dst_count, m.tagged || m.msg_len > m.cap);

@@ -221,6 +221,11 @@ private:
 	 * iov is left (true when it was added); the completion names m, or r by its
 	 * taken_context. */
 	bool fill(fi_peer_rx_entry &e, MsgRx &m, const iovec *iov, size_t count, bool with_sink);
+	/* Receives of fewer iovs than this have room for the sink. */
+	size_t sink_room() const { return std::min<size_t>(iov_limit_, kMaxRmaIov + 1); }
+	/* Whether bound message m may not fit its receive and the receive has no iov left
+	 * for the sink: shm copies it into our memory (a pull), then we into the receive. */
+	bool through_pull(const MsgRx &m) const;
 	bool fill(fi_peer_rx_entry &e, RxOp &r, bool with_sink);
 	bool fill_entry(fi_peer_rx_entry &e, bool tagged, void *context, const iovec *iov, size_t count,
 			bool with_sink);
