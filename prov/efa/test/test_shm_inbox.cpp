@@ -2,12 +2,17 @@
 /*
  * The inbox of same-host announcements (rdm/shm_inbox.h) on private memory: its slots are
  * reused, so an endpoint takes announcements from any number of senders in its life; it
- * refuses only while every slot holds one not taken yet; under concurrent senders each
+ * refuses only while every slot holds one not taken yet; under concurrent senders
+ * (threads, and processes on MAP_SHARED memory as in the key-table file) each
  * announcement is taken exactly once.
  */
 #include "rdm/shm_inbox.h"
 
 #include <criterion/criterion.h>
+
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <memory>
 #include <thread>
@@ -135,4 +140,58 @@ Test(shm_inbox, concurrent_senders, .timeout = 60)
 		t.join();
 	take();
 	cr_assert_eq(taken, size_t(kSenders) * kEach);
+}
+
+/* As in use: the inbox in shared memory, four sender processes and the owner at once.
+ * Each announcement is taken once and whole, and every one is taken. */
+Test(shm_inbox, sender_processes, .timeout = 60)
+{
+	void *mem = mmap(nullptr, sizeof(inbox::Inbox), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(mem, MAP_FAILED);
+	auto *in = new (mem) inbox::Inbox(); /* zeroed, as a new file's pages are */
+	inbox::init(*in);
+	constexpr uint32_t kSenders = 4, kEach = 10000;
+	std::vector<pid_t> kids;
+	for (uint32_t t = 0; t < kSenders; t++) {
+		const pid_t pid = fork();
+		cr_assert_geq(pid, 0, "fork failed");
+		if (pid == 0) {
+			for (uint32_t i = 0; i < kEach; i++)
+				while (!inbox::announce(*in, addr_of(t * kEach + i)))
+					sched_yield();
+			_exit(0);
+		}
+		kids.push_back(pid);
+	}
+	std::vector<uint8_t> seen(kSenders * kEach, 0);
+	size_t taken = 0;
+	uint32_t last = 0;
+	auto take = [&] {
+		inbox::take(*in, [&](const RawAddr &a) {
+			cr_assert_eq(a.gid[0], 0xfe);
+			cr_assert_eq(uint32_t(a.qpn), a.qkey & 0xffff, "a torn address");
+			cr_assert_lt(a.qkey, seen.size());
+			cr_assert_eq(seen[a.qkey], 0, "announcement %u taken twice", a.qkey);
+			seen[a.qkey] = 1;
+			taken++;
+		});
+	};
+	size_t running = kids.size();
+	while (running) {
+		if (const uint32_t r = inbox::rung(*in); r != last) {
+			last = r;
+			take();
+		} else {
+			sched_yield();
+		}
+		int st = 0;
+		const pid_t pid = waitpid(-1, &st, WNOHANG);
+		if (pid > 0) {
+			cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a sender process failed");
+			running--;
+		}
+	}
+	take();
+	cr_assert_eq(taken, size_t(kSenders) * kEach, "%zu of %u announcements taken", taken, kSenders * kEach);
+	munmap(mem, sizeof(inbox::Inbox));
 }
