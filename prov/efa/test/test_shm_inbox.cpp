@@ -39,6 +39,26 @@ RawAddr addr_of(uint32_t n)
 	return a;
 }
 
+/* The owner in the concurrency tests: takes every written announcement, checking that
+ * it is whole and new (the senders announce addr_of(0 .. n-1)). */
+struct Owner {
+	Owner(inbox::Inbox &i, size_t n) : in(i), seen(n, 0) {}
+	void take()
+	{
+		inbox::take(in, [&](const RawAddr &a) {
+			cr_assert_eq(a.gid[0], 0xfe);
+			cr_assert_eq(uint32_t(a.qpn), a.qkey & 0xffff, "a torn address");
+			cr_assert_lt(a.qkey, seen.size());
+			cr_assert_eq(seen[a.qkey], 0, "announcement %u taken twice", a.qkey);
+			seen[a.qkey] = 1;
+			taken++;
+		});
+	}
+	inbox::Inbox &in;
+	std::vector<uint8_t> seen;
+	size_t taken = 0;
+};
+
 } // namespace
 
 /* Ten times the slots, taken every 1,000 announcements: every one is taken, in slots that
@@ -115,19 +135,9 @@ Test(shm_inbox, concurrent_senders, .timeout = 60)
 			}
 			done.fetch_add(1);
 		});
-	std::vector<uint8_t> seen(kSenders * kEach, 0);
-	size_t taken = 0;
+	Owner owner(*in, kSenders * kEach);
 	uint32_t last = 0;
-	auto take = [&] {
-		inbox::take(*in, [&](const RawAddr &a) {
-			cr_assert_eq(a.gid[0], 0xfe);
-			cr_assert_eq(uint32_t(a.qpn), a.qkey & 0xffff, "a torn address");
-			cr_assert_lt(a.qkey, seen.size());
-			cr_assert_eq(seen[a.qkey], 0, "announcement %u taken twice", a.qkey);
-			seen[a.qkey] = 1;
-			taken++;
-		});
-	};
+	auto take = [&] { owner.take(); };
 	while (done.load() < kSenders) {
 		if (const uint32_t r = inbox::rung(*in); r != last) {
 			last = r;
@@ -139,7 +149,7 @@ Test(shm_inbox, concurrent_senders, .timeout = 60)
 	for (auto &t : ts)
 		t.join();
 	take();
-	cr_assert_eq(taken, size_t(kSenders) * kEach);
+	cr_assert_eq(owner.taken, size_t(kSenders) * kEach);
 }
 
 /* As in use: the inbox in shared memory, four sender processes and the owner at once.
@@ -163,19 +173,9 @@ Test(shm_inbox, sender_processes, .timeout = 60)
 		}
 		kids.push_back(pid);
 	}
-	std::vector<uint8_t> seen(kSenders * kEach, 0);
-	size_t taken = 0;
+	Owner owner(*in, kSenders * kEach);
 	uint32_t last = 0;
-	auto take = [&] {
-		inbox::take(*in, [&](const RawAddr &a) {
-			cr_assert_eq(a.gid[0], 0xfe);
-			cr_assert_eq(uint32_t(a.qpn), a.qkey & 0xffff, "a torn address");
-			cr_assert_lt(a.qkey, seen.size());
-			cr_assert_eq(seen[a.qkey], 0, "announcement %u taken twice", a.qkey);
-			seen[a.qkey] = 1;
-			taken++;
-		});
-	};
+	auto take = [&] { owner.take(); };
 	size_t running = kids.size();
 	while (running) {
 		if (const uint32_t r = inbox::rung(*in); r != last) {
@@ -192,6 +192,7 @@ Test(shm_inbox, sender_processes, .timeout = 60)
 		}
 	}
 	take();
-	cr_assert_eq(taken, size_t(kSenders) * kEach, "%zu of %u announcements taken", taken, kSenders * kEach);
+	cr_assert_eq(owner.taken, size_t(kSenders) * kEach, "%zu of %u announcements taken", owner.taken,
+		     kSenders * kEach);
 	munmap(mem, sizeof(inbox::Inbox));
 }
