@@ -1268,9 +1268,9 @@ void ShmPath::progress()
 				 * lost (shm says neither), at least this much. */
 				len = cap;
 				olen = sunk ? kSinkSize : (told > cap ? told - cap : 0);
-				EFA_WARN_ONCE(EpData, "shm truncated a same-host message without saying its length; "
-					      "FI_ETRUNC reports olen %lu (post receives of 3 iovs or fewer)",
-					      (unsigned long)olen);
+				EFA_WARN_ONCE(EpData, "shm truncated a same-host message without saying its length "
+					      "(more than the 1 GiB truncation sink beyond the receive, or no sink "
+					      "could be reserved); FI_ETRUNC reports olen %lu", (unsigned long)olen);
 			}
 			if (sunk)
 				sink_release(kSinkSize);
