@@ -597,3 +597,93 @@ Test(v4, refusals)
 	cr_assert(!ws.ok());
 	cr_assert(!ws.bytes("x", 1), "a failed writer stays failed");
 }
+
+namespace {
+
+/* parse_eager answers true only for what parse() accepts, with the same fields. */
+void expect_eager_agrees(const uint8_t *buf, size_t len)
+{
+	Eager e;
+	if (!parse_eager(buf, len, e))
+		return;
+	Packet p;
+	const Error err = parse(buf, len, p);
+	cr_assert_eq(err, Error::None, "parse_eager took a %zu-byte packet parse refuses (%s)", len, error_str(err));
+	cr_assert(p.type == Type::EagerMsgRtm || p.type == Type::EagerTagRtm);
+	cr_assert_eq(e.tagged, p.info.tagged);
+	cr_assert_eq(e.msg_id, rdm::msg_id_of(p));
+	cr_assert_eq(e.tag, p.tag);
+	cr_assert_eq(e.has_cq_data, p.has_cq_data);
+	cr_assert_eq(e.cq_data, p.cq_data);
+	cr_assert(p.has_connid);
+	cr_assert_eq(e.connid, p.connid);
+	cr_assert_eq(e.payload, p.payload);
+	cr_assert_eq(e.payload_len, p.payload_len);
+}
+
+} // namespace
+
+Test(v4, parse_eager_is_parse_for_the_common_small_message)
+{
+	int taken = 0;
+	for (const bool tagged : {false, true}) {
+		for (const bool data : {false, true}) {
+			for (const size_t n : {size_t(0), size_t(1), size_t(100)}) {
+				Buf b{};
+				Writer w(b.b, sizeof b.b);
+				const uint16_t flags = uint16_t(kFlagConnId | kReqMsg | (tagged ? kReqTagged : 0) |
+								(data ? kReqCqData : 0));
+				EagerRtm *h = w.header<EagerRtm>(tagged ? Type::EagerTagRtm : Type::EagerMsgRtm, flags);
+				h->r.msg_id = 0x01020304u + uint32_t(n);
+				if (tagged)
+					cr_assert(w.u64(0x1122334455667788ull));
+				if (data)
+					cr_assert(w.cq_data(0xabcd0123u));
+				cr_assert(w.connid(0xc0ffee));
+				cr_assert(w.bytes(std::vector<uint8_t>(n, 0x5a).data(), n));
+				const size_t len = w.size();
+				Eager e;
+				cr_assert(parse_eager(b.b, len, e), "tagged %d, data %d, %zu bytes: not taken", tagged, data, n);
+				cr_assert_eq(e.payload_len, n);
+				cr_assert_eq(e.connid, 0xc0ffeeu);
+				expect_eager_agrees(b.b, len);
+				taken++;
+				/* Every prefix, and every other flag bit set: taken only as parse reads it. */
+				for (size_t k = 0; k < len; k++)
+					expect_eager_agrees(b.b, k);
+				for (unsigned bit = 0; bit < 16; bit++) {
+					Buf c = b;
+					c.b[2 + bit / 8] ^= uint8_t(1u << (bit % 8));
+					expect_eager_agrees(c.b, len);
+				}
+			}
+		}
+	}
+	cr_assert_eq(taken, 12);
+
+	/* What the shortcut leaves to parse: a raw address, no connid, delivery complete,
+	 * another type, another version. */
+	Buf b{};
+	Writer w(b.b, sizeof b.b);
+	w.header<EagerRtm>(Type::EagerMsgRtm, kReqRawAddr | kReqMsg);
+	cr_assert(w.raw_addr(some_addr()));
+	cr_assert(w.bytes("x", 1));
+	Eager e;
+	cr_assert_not(parse_eager(b.b, w.size(), e), "a REQ with the raw address");
+	Buf c{};
+	Writer wc(c.b, sizeof c.b);
+	wc.header<EagerRtm>(Type::EagerMsgRtm, kReqMsg);
+	cr_assert(wc.bytes("xxxxxxxx", 8));
+	cr_assert_not(parse_eager(c.b, wc.size(), e), "without the connid header");
+	Packet p;
+	cr_assert_eq(parse(c.b, wc.size(), p), Error::None, "which parse reads");
+	c.b[1] = 3;
+	cr_assert_not(parse_eager(c.b, wc.size(), e), "version 3");
+	Buf d{};
+	Writer wd(d.b, sizeof d.b);
+	wd.header<DcEagerRtm>(Type::DcEagerMsgRtm, kFlagConnId | kReqMsg);
+	cr_assert(wd.connid(1));
+	cr_assert_not(parse_eager(d.b, wd.size(), e), "delivery complete");
+	d.b[0] = uint8_t(Type::MediumMsgRtm);
+	cr_assert_not(parse_eager(d.b, wd.size(), e), "MEDIUM");
+}

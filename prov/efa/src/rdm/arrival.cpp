@@ -31,6 +31,10 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 		return;
 	}
 	pkt->len = wc.byte_len;
+	if (rx_eager(pkt, wc)) {
+		io.repost(pkt);
+		return;
+	}
 	if (pkt->len >= 2 && pkt->buf[1] != v4::kVersion) {
 		foreign_packet(*pkt, wc);
 		io.repost(pkt);
@@ -51,13 +55,7 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 	}
 	Peer *p = peer_from_wc(wc, pk);
 	if (p) {
-		io.stats.rx_pkts[pkt->buf[0]]++;
-		io.stats.rx_bytes[pkt->buf[0]] += pkt->len;
-		p->rx_pkts++;
-		p->rx_bytes += pkt->len;
-		peer_heard(*p);
-		p->got_pkt = true;
-		pkt->peer = p;
+		arrived(*p, *pkt);
 		/* Our HANDSHAKE: to a peer we have not sent one, and again to one whose REQ
 		 * still carries its address (it has not received ours: the first may have
 		 * reached it before it knew us), unless one is on its way. */
@@ -67,6 +65,32 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 	}
 	if (!pkt->held) /* kept in place of a copy: reposted when released (packet_io.h) */
 		io.repost(pkt);
+}
+
+/*
+ * The common small message, whole: an EAGER REQ (v4::parse_eager) from a known peer that
+ * we have sent our HANDSHAKE, the next message id it owes us with nothing queued behind
+ * it, and a posted receive that takes it whole (Receiver::take_eager). Everything the
+ * general path below would do with it - counters, the peer's liveness, the reorder
+ * buffer's turn, the placement and the completion - and nothing more; any other packet
+ * (another type or flag, a peer not met, dead or owed a HANDSHAKE, out of order, no
+ * receive) returns false untouched and takes the general path. protocol.md, "Ordering";
+ * design.md, "The receive shortcut".
+ */
+bool Ep::rx_eager(Pkt *pkt, const verbs::Wc &wc)
+{
+	v4::Eager e;
+	if (!v4::parse_eager(pkt->buf, pkt->len, e) || wc.slid == 0xffff)
+		return false;
+	Peer *p = peers.for_src(wc.slid, wc.src_qp);
+	if (!p || p->raw.qkey != e.connid || p->addr == FI_ADDR_NOTAVAIL || p->dead || !p->hs_sent ||
+	    e.msg_id != p->rob.expected() || p->rob.queued())
+		return false;
+	if (!rx.take_eager(*p, e))
+		return false;
+	arrived(*p, *pkt);
+	p->rob.deliver_expected();
+	return true;
 }
 
 void Ep::refuse_req(Peer &p, const Parsed &pk, const char *why)

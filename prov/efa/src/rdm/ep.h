@@ -199,6 +199,19 @@ struct Ep : EpBase {
 
 	/* rdm/arrival.cpp: every received packet */
 	void rx_done(Pkt *pkt, const verbs::Wc &wc);
+	/* The common small message without the general path's steps, or false (arrival.cpp). */
+	bool rx_eager(Pkt *pkt, const verbs::Wc &wc);
+	/* A packet from p: the counters and p's liveness. */
+	void arrived(Peer &p, Pkt &pkt)
+	{
+		io.stats.rx_pkts[pkt.buf[0]]++;
+		io.stats.rx_bytes[pkt.buf[0]] += pkt.len;
+		p.rx_pkts++;
+		p.rx_bytes += pkt.len;
+		peer_heard(p);
+		p.got_pkt = true;
+		pkt.peer = &p;
+	}
 	void dispatch(Peer &p, Pkt *pkt, const Parsed &pk);
 	void ordered_req(Peer &p, Pkt *pkt, const Parsed &pk);
 	void process_req(Peer &p, Pkt *pkt, const Parsed &pk);

@@ -239,10 +239,11 @@ void Ep::void_next(Peer &p, Pkt *pkt)
 
 /* An eager message (without delivery complete) that a posted receive takes whole: placed
  * and completed at once, without a message entry (the common small message). False
- * leaves it to the general path: no receive, a multi-receive buffer, or truncation. */
-bool Receiver::take_eager(Peer &p, const Parsed &pk)
+ * leaves it to the general path: no receive, a multi-receive buffer, or truncation.
+ * Ep::rx_eager calls it straight from the packet's arrival. */
+bool Receiver::take_eager(Peer &p, const v4::Eager &pk)
 {
-	const bool tagged = pk.info.tagged;
+	const bool tagged = pk.tagged;
 	RxOp *r = match_.find_posted(tagged, p.addr, pk.tag);
 	if (!r || r->multi || pk.payload_len > r->cap)
 		return false;
@@ -265,8 +266,12 @@ bool Receiver::take_eager(Peer &p, const Parsed &pk)
 
 void Receiver::start_msg(Peer &p, Pkt &pkt, const Parsed &pk)
 {
-	if ((pk.type == Type::EagerTagRtm || pk.type == Type::EagerMsgRtm) && take_eager(p, pk))
-		return;
+	if (pk.type == Type::EagerTagRtm || pk.type == Type::EagerMsgRtm) {
+		const v4::Eager e{pk.info.tagged, pk.has_cq_data, msg_id_of(pk), pk.connid, pk.tag, pk.cq_data,
+				  pk.payload, pk.payload_len};
+		if (take_eager(p, e))
+			return;
+	}
 	MsgRx *m = msgs_.get();
 	m->peer = &p;
 	link(p, *m);

@@ -99,7 +99,9 @@ public:
 
 	/* Packets (see the top of this file). */
 	void start_msg(Peer &p, Pkt &pkt, const Parsed &pk);
-	bool take_eager(Peer &p, const Parsed &pk);
+	/* An eager message (no delivery complete) that a posted receive takes whole:
+	 * placed and completed, true; false (nothing done) otherwise. */
+	bool take_eager(Peer &p, const v4::Eager &e);
 	/* A MEDIUM segment of a message already started (a duplicate when none is). */
 	void route_segment(Peer &p, Pkt &pkt, const Parsed &pk);
 	/* A MEDIUM segment of m: taken once, held until m is matched, else placed. */
