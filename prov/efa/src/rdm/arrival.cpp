@@ -74,8 +74,8 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
  * general path below would do with it - counters, the peer's liveness, the reorder
  * buffer's turn, the placement and the completion - and nothing more; any other packet
  * (another type or flag, a peer not met, dead or owed a HANDSHAKE, out of order, no
- * receive) returns false untouched and takes the general path. protocol.md, "Ordering";
- * design.md, "The receive shortcut".
+ * receive) returns false untouched and takes the general path. protocol.md section 6
+ * (Ordering); design.md, the entry of arrival.cpp.
  */
 bool Ep::rx_eager(Pkt *pkt, const verbs::Wc &wc)
 {
