@@ -80,7 +80,7 @@ void Ep::rx_done(Pkt *pkt, const verbs::Wc &wc)
 bool Ep::rx_eager(Pkt *pkt, const verbs::Wc &wc)
 {
 	v4::Eager e;
-	if (!v4::parse_eager(pkt->buf, pkt->len, e) || wc.slid == 0xffff)
+	if (!v4::parse_eager(pkt->buf, pkt->len, e) || !wc.src_known())
 		return false;
 	Peer *p = peers.for_src(wc.slid, wc.src_qp);
 	if (!p || p->raw.qkey != e.connid || p->addr == FI_ADDR_NOTAVAIL || p->dead || !p->hs_sent ||

@@ -83,7 +83,7 @@ void Ep::foreign_packet(const Pkt &pkt, const verbs::Wc &wc)
 	 * it). Another version's header need not carry a connid where v4's does, so the QP
 	 * number names it. */
 	Peer *p = nullptr;
-	if (wc.slid != 0xffff) {
+	if (wc.src_known()) {
 		p = peers.for_src(wc.slid, wc.src_qp);
 		if (!p)
 			if (fi_addr_t a = av->reverse_lookup(wc.slid, wc.src_qp); a != FI_ADDR_NOTAVAIL)

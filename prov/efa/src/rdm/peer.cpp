@@ -87,7 +87,7 @@ Peer *Ep::known_peer(uint16_t ahn, uint32_t qpn, bool has_conn, uint32_t conn)
 Peer *Ep::peer_from_wc(const verbs::Wc &wc, const Parsed &pk)
 {
 	const uint32_t conn = pk.connid;
-	if (wc.slid != 0xffff) {
+	if (wc.src_known()) {
 		if (Peer *p = known_peer(wc.slid, wc.src_qp, pk.has_connid, conn))
 			return p;
 	}

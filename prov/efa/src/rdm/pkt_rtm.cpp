@@ -267,8 +267,14 @@ bool Receiver::take_eager(Peer &p, const v4::Eager &pk)
 void Receiver::start_msg(Peer &p, Pkt &pkt, const Parsed &pk)
 {
 	if (pk.type == Type::EagerTagRtm || pk.type == Type::EagerMsgRtm) {
-		const v4::Eager e{pk.info.tagged, pk.has_cq_data, msg_id_of(pk), pk.connid, pk.tag, pk.cq_data,
-				  pk.payload, pk.payload_len};
+		const v4::Eager e{.tagged = pk.info.tagged,
+				  .has_cq_data = pk.has_cq_data,
+				  .msg_id = msg_id_of(pk),
+				  .connid = pk.connid,
+				  .tag = pk.tag,
+				  .cq_data = pk.cq_data,
+				  .payload = pk.payload,
+				  .payload_len = pk.payload_len};
 		if (take_eager(p, e))
 			return;
 	}

@@ -63,7 +63,7 @@ void Ep::remote_write_imm(const verbs::Wc &wc)
 	e.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
 	e.data = wc.imm;
 	fi_addr_t src = FI_ADDR_NOTAVAIL;
-	if (wc.slid != 0xffff)
+	if (wc.src_known())
 		src = av->reverse_lookup(wc.slid, wc.src_qp);
 	rx_cq->push(e, src);
 }

@@ -107,7 +107,7 @@ void Cq::read(Wc &wc) const
 		wc.has_imm = false;
 		wc.imm = 0;
 		wc.src_qp = 0;
-		wc.slid = 0xffff;
+		wc.slid = Wc::kNoSlid;
 		wc.unsolicited = false;
 		return;
 	}

@@ -15,7 +15,7 @@
 namespace efa::verbs {
 
 /* One work completion, decoded. A successful send, write or read carries wr_id, status,
- * opcode and qp_num only (the rest reads 0, slid 0xffff); a receive or a failed
+ * opcode and qp_num only (the rest reads 0, slid kNoSlid); a receive or a failed
  * completion carries every field. */
 struct Wc {
 	uint64_t wr_id;
@@ -26,10 +26,13 @@ struct Wc {
 	uint32_t imm;        /* the 32 bits as posted (no byte swap either way, as upstream); valid when has_imm */
 	uint32_t qp_num;
 	uint32_t src_qp;
-	uint16_t slid;       /* sender's AHN in this PD, 0xffff when unknown */
+	uint16_t slid;       /* sender's AHN in this PD, kNoSlid when unknown */
 	bool has_imm;
 	bool unsolicited;
+	static constexpr uint16_t kNoSlid = 0xffff; /* what the EFA device reports without an AH */
 	bool is_recv() const { return opcode & IBV_WC_RECV; }
+	/* The device has an address handle for the sender: slid names it. */
+	bool src_known() const { return slid != kNoSlid; }
 	bool ok() const { return status == IBV_WC_SUCCESS; }
 	/* An RDMA write with immediate data that arrived (the target's completion). */
 	bool remote_write_imm() const { return opcode == IBV_WC_RECV_RDMA_WITH_IMM; }
