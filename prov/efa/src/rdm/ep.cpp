@@ -443,7 +443,10 @@ ssize_t Ep::send(const SendArgs &a)
 		if (const fi_addr_t to = shm->route(a.dest); to != FI_ADDR_NOTAVAIL)
 			return shm->send(a, to);
 	}
-	return tx.send(a);
+	/* The eager inject through this endpoint's own port, whose calls then inline. */
+	if (ssize_t r; (a.flags & FI_INJECT) && tx.inject(tx_port, a, r))
+		return r;
+	return tx.send_op(a);
 }
 
 ssize_t Ep::recv(const RecvArgs &a)

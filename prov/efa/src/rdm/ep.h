@@ -239,7 +239,7 @@ struct Ep : EpBase {
 	 * the device, which refuses them (FI_ENORX) while the peer has no buffer. */
 	bool held_back(const Peer &p) const
 	{
-		return rm_enabled && (!p.queued.empty() || now_ns() < p.backoff_until);
+		return rm_enabled && (!p.queued.empty() || (p.backoff_until && now_ns() < p.backoff_until));
 	}
 	/* A new message id for p would be the reorder reach (protocol.md section 6) or more
 	 * ahead of the oldest refused id p has not been told to skip (FI_RM_DISABLED). */
@@ -339,7 +339,19 @@ struct Ep : EpBase {
 	/* Packets: a transmit buffer with the base header's fields filled by the caller. */
 	Pkt *tx_pkt(Peer &p, TxOp *op);
 	/* Posts (or, while the peer backs off, queues) a built packet. 0 or -FI_E*. */
-	int post(Pkt *pkt);
+	int post(Pkt *pkt)
+	{
+		const Peer &p = *pkt->peer;
+		if (p.dead || p.released || held_back(p)) [[unlikely]]
+			return post_held(pkt);
+		const int r = io.send(pkt);
+		return r ? post_failed(pkt, r) : 0;
+	}
+	/* post() to a peer that is gone, or backing off. */
+	int post_held(Pkt *pkt);
+	/* The device refused the post with r: queued when its send queue is full, else the
+	 * packet is lost (-FI_EIO). */
+	int post_failed(Pkt *pkt, int r);
 	RawAddr self_addr() const;
 	uint64_t now_ns() const;
 

@@ -13,6 +13,7 @@
 #define EFA_RDM_OPS_H
 
 #include "domain.h"
+#include "info.h"
 #include "rdm/atomic_ops.h"
 #include "rdm/ilist.h"
 #include "rdm/packet_io.h"
@@ -401,10 +402,24 @@ inline size_t buf_to_iov(const iovec *iov, size_t count, uint64_t off, const voi
 {
 	return iov_copy_inline(iov, count, off, static_cast<uint8_t *>(const_cast<void *>(src)), len, true);
 }
-uint64_t iov_total(const iovec *iov, size_t count);
+inline uint64_t iov_total(const iovec *iov, size_t count)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < count; i++)
+		n += iov[i].iov_len;
+	return n;
+}
+/* -FI_EINVAL for a send of `count` iovs beyond tx_attr->iov_limit or without them, logged once. */
+ssize_t bad_send_iovs(size_t count);
 /* The iovs of a send (at most tx_attr->iov_limit, none missing): -FI_EINVAL with its
  * warning, else 0 with their bytes in len. */
-ssize_t send_iovs(const SendArgs &a, uint64_t &len);
+inline ssize_t send_iovs(const SendArgs &a, uint64_t &len)
+{
+	if (a.count > kRdmIovLimit || (a.count && !a.iov)) [[unlikely]]
+		return bad_send_iovs(a.count);
+	len = iov_total(a.iov, a.count);
+	return 0;
+}
 
 
 } // namespace efa::rdm

@@ -277,6 +277,7 @@ void PacketIo::resend(uint64_t now, bool (*owes)(void *ctx, Peer &p), void *ctx)
 		Peer *next = IList<Peer>::next(p);
 		const bool owing = owes(ctx, *p);
 		if (now >= p->backoff_until) {
+			p->backoff_until = 0; /* over: held_back reads no clock (ep.h) */
 			while (Pkt *pkt = p->queued.front()) {
 				if (send(pkt))
 					break; /* the send queue is full: later */

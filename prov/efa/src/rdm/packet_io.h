@@ -48,7 +48,7 @@ struct Pkt : IListNode<Pkt>, ReorderLink<Pkt> {
 	uint8_t rnr_tries = 0;
 	bool queued = false; /* tx: waiting on its peer's queue (RNR) */
 	bool probe = false;  /* tx: a liveness probe (a HANDSHAKE) */
-	bool inject = false; /* tx: an inject sent without an operation entry (Sender::post_inject):
+	bool inject = false; /* tx: an inject sent without an operation entry (Sender::inject):
 			      * its end counts a send, success or failure */
 	bool held = false;   /* rx: kept in place of a copy (not reposted until released) */
 	uint16_t refs = 0;   /* copy or held: owners (copy_of of a copy adds one) */

@@ -128,7 +128,7 @@ Pkt *Ep::tx_pkt(Peer &p, TxOp *op)
 	return pkt;
 }
 
-int Ep::post(Pkt *pkt)
+int Ep::post_held(Pkt *pkt)
 {
 	Peer &p = *pkt->peer;
 	if ((p.dead && !pkt->probe) || p.released) {
@@ -139,19 +139,24 @@ int Ep::post(Pkt *pkt)
 		io.put_tx(pkt);
 		return -FI_EHOSTUNREACH;
 	}
-	if (!held_back(p)) {
+	if (!held_back(p)) { /* a probe to a dead peer */
 		const int r = io.send(pkt);
-		if (!r)
-			return 0;
-		if (r != -ENOMEM) {
-			EFA_WARN(EpData, "posting a %s packet failed: %s", pkt_type_name(pkt->buf[0]),
-				 fi_strerror(-r));
-			pkt_lost(pkt->op, pkt->inject, FI_EIO, uint32_t(EfaStatus::POST_FAILED));
-			io.put_tx(pkt);
-			return -FI_EIO;
-		}
+		return r ? post_failed(pkt, r) : 0;
 	}
-	/* Backing off, or the send queue is full: keep the order of this peer's packets. */
+	/* Backing off: keep the order of this peer's packets. */
+	io.queue(pkt);
+	return 0;
+}
+
+int Ep::post_failed(Pkt *pkt, int r)
+{
+	if (r != -ENOMEM) {
+		EFA_WARN(EpData, "posting a %s packet failed: %s", pkt_type_name(pkt->buf[0]), fi_strerror(-r));
+		pkt_lost(pkt->op, pkt->inject, FI_EIO, uint32_t(EfaStatus::POST_FAILED));
+		io.put_tx(pkt);
+		return -FI_EIO;
+	}
+	/* The send queue is full: keep the order of this peer's packets. */
 	io.queue(pkt);
 	return 0;
 }

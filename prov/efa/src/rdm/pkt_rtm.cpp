@@ -18,39 +18,13 @@ namespace efa::rdm {
 
 /* ------------------------------------------------------------------ building */
 
-void Sender::send_eager(Pkt *pkt, Peer &p, uint16_t flags, const EagerReq &r)
-{
-	v4::Writer w(pkt->buf, pkt->cap);
-	const Type t = rtm_type(Type::EagerMsgRtm, r.tagged, r.dc);
-	if (r.dc) {
-		v4::DcEagerRtm *h = w.header<v4::DcEagerRtm>(t, flags);
-		h->r.msg_id = r.msg_id;
-		h->send_id = r.send_id;
-	} else {
-		w.header<v4::EagerRtm>(t, flags)->r.msg_id = r.msg_id;
-	}
-	if (r.tagged)
-		w.u64(r.tag);
-	req_opts(w, p, flags, r.data);
-	iov_to_buf(r.iov, r.count, 0, w.reserve(r.len), r.len);
-	pkt->len = uint32_t(w.size());
-	port_.tx_post(pkt);
-}
-
 void Sender::post_eager(TxOp &op, uint16_t flags)
 {
 	Pkt *pkt = tx_pkt(*op.peer, &op);
 	op.sent = op.len;
-	send_eager(pkt, *op.peer, flags,
+	send_eager(port_, pkt, *op.peer, flags,
 		   EagerReq{op.kind == TxKind::Tagged, op.need_receipt, op.msg_id, op.id, op.tag, op.data, op.iov,
 			    op.iov_count, op.len});
-}
-
-void Sender::post_inject(Peer &p, const SendArgs &a, uint64_t len, uint16_t flags)
-{
-	Pkt *pkt = port_.tx_buf(p);
-	pkt->inject = true;
-	send_eager(pkt, p, flags, EagerReq{a.tagged, false, p.next_tx_id++, 0, a.tag, a.data, a.iov, a.count, len});
 }
 
 void Sender::post_medium(TxOp &op, uint16_t flags, size_t seg)

@@ -21,23 +21,11 @@
 
 namespace efa::rdm {
 
-uint64_t iov_total(const iovec *iov, size_t count)
+ssize_t bad_send_iovs(size_t count)
 {
-	uint64_t n = 0;
-	for (size_t i = 0; i < count; i++)
-		n += iov[i].iov_len;
-	return n;
-}
-
-ssize_t send_iovs(const SendArgs &a, uint64_t &len)
-{
-	if (a.count > kRdmIovLimit || (a.count && !a.iov)) {
-		EFA_WARN_ONCE(EpData, "%zu iovs: more than tx_attr->iov_limit (%zu); split the send", a.count,
-			      kRdmIovLimit);
-		return -FI_EINVAL;
-	}
-	len = iov_total(a.iov, a.count);
-	return 0;
+	EFA_WARN_ONCE(EpData, "%zu iovs: more than tx_attr->iov_limit (%zu), or none given; split the send", count,
+		      kRdmIovLimit);
+	return -FI_EINVAL;
 }
 
 /* Copies len bytes between buf and the iov list from byte off of the list, either way. */
@@ -61,18 +49,23 @@ size_t iov_copy(const iovec *iov, size_t count, uint64_t off, uint8_t *buf, size
 	return done;
 }
 
+ssize_t Sender::inject_too_long(uint64_t len, const char *instead) const
+{
+	EFA_WARN_ONCE(EpData, "inject of %lu bytes: more than tx_attr->inject_size (%zu); use %s", (unsigned long)len,
+		      cfg_.inject_size, instead);
+	return -FI_EMSGSIZE;
+}
+
 Peer *Sender::call_peer(bool inject, uint64_t len, const char *instead, fi_addr_t dest, bool new_id, ssize_t &err)
 {
 	if (inject && len > cfg_.inject_size) {
-		EFA_WARN_ONCE(EpData, "inject of %lu bytes: more than tx_attr->inject_size (%zu); use %s",
-			      (unsigned long)len, cfg_.inject_size, instead);
-		err = -FI_EMSGSIZE;
+		err = inject_too_long(len, instead);
 		return nullptr;
 	}
 	return port_.tx_peer(dest, new_id, err);
 }
 
-ssize_t Sender::send(const SendArgs &a)
+ssize_t Sender::send_op(const SendArgs &a)
 {
 	uint64_t len = 0;
 	if (ssize_t r = send_iovs(a, len))
@@ -86,17 +79,6 @@ ssize_t Sender::send(const SendArgs &a)
 	const bool data = a.flags & FI_REMOTE_CQ_DATA;
 	const size_t opt = req_opt_len(!p->hs_got, data);
 	const uint16_t kind = uint16_t(v4::kReqMsg | (a.tagged ? v4::kReqTagged : 0));
-	/* An eager inject needs no operation entry: nothing completes it and its data is in
-	 * the packet (FI_RM_DISABLED keeps the entry, which an RNR fails). Decided before
-	 * the other protocols' limits, which it does not need. */
-	if (inject && len <= eager_max(cfg_.mtu, opt) && p->hs_sent && cfg_.rm_enabled &&
-	    !(a.flags & FI_DELIVERY_COMPLETE)) {
-		if (port_.tx_avail() < 1)
-			return -FI_EAGAIN;
-		counts.inject++;
-		post_inject(*p, a, len, req_flags(*p, data, kind));
-		return 0;
-	}
 	/* FI_RM_DISABLED: no MEDIUM, whose segments could not be refused one by one; a
 	 * message beyond one packet starts with one REQ (protocol.md section 7). */
 	/* The software device's thresholds between our endpoints; upstream's toward its

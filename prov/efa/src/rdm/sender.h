@@ -101,7 +101,51 @@ public:
 
 	/* The application's calls, once the endpoint checked its state and the flags.
 	 * 0 or -FI_E*; nothing is sent unless it returns 0. */
-	ssize_t send(const SendArgs &a);
+	ssize_t send(const SendArgs &a)
+	{
+		ssize_t ret;
+		if ((a.flags & FI_INJECT) && inject(port_, a, ret))
+			return ret;
+		return send_op(a);
+	}
+	/* The common small send, an eager inject: no operation entry (nothing completes
+	 * it, its data is in the packet, its end counts it: Ep::tx_done). Through the port
+	 * type P, so that the endpoint, which passes its own final port, has the port's
+	 * calls inlined (performance.md, "Instructions per small message"). True when it
+	 * answered the call (`ret`: 0 or -FI_E*), false when the send needs an entry or
+	 * another protocol (send_op). FI_RM_DISABLED keeps the entry, which an RNR fails;
+	 * FI_DELIVERY_COMPLETE keeps it for the RECEIPT. */
+	template <class P> bool inject(P &port, const SendArgs &a, ssize_t &ret)
+	{
+		uint64_t len = 0;
+		if ((ret = send_iovs(a, len)))
+			return true;
+		if (len > cfg_.inject_size) {
+			ret = inject_too_long(len, "fi_send");
+			return true;
+		}
+		Peer *p = port.tx_peer(a.dest, true, ret);
+		if (!p)
+			return true;
+		const bool data = a.flags & FI_REMOTE_CQ_DATA;
+		if (len > eager_max(cfg_.mtu, req_opt_len(!p->hs_got, data)) || !p->hs_sent || !cfg_.rm_enabled ||
+		    (a.flags & FI_DELIVERY_COMPLETE))
+			return false;
+		Pkt *pkt = port.tx_buf(*p);
+		if (!pkt) {
+			ret = -FI_EAGAIN;
+			return true;
+		}
+		counts.inject++;
+		pkt->inject = true;
+		const uint16_t kind = uint16_t(v4::kReqMsg | (a.tagged ? v4::kReqTagged : 0));
+		send_eager(port, pkt, *p, req_flags(*p, data, kind),
+			   EagerReq{a.tagged, false, p->next_tx_id++, 0, a.tag, a.data, a.iov, a.count, len});
+		ret = 0;
+		return true;
+	}
+	/* A send with an operation entry: every protocol (send() tried the inject). */
+	ssize_t send_op(const SendArgs &a);
 	ssize_t rma(const RmaArgs &a);
 	ssize_t atomic(const AtomicArgs &a);
 	/* Their arguments' checks alone, for the shm path: 0 (with the length in bytes) or
@@ -222,7 +266,6 @@ private:
 	 * its family; tagged and DC twins are chosen from op). */
 	template <typename H> H *rtm(v4::Writer &w, Type type, const TxOp &op, uint16_t flags) const;
 	void post_eager(TxOp &op, uint16_t flags);
-	void post_inject(Peer &p, const SendArgs &a, uint64_t len, uint16_t flags);
 	/* What an EAGER REQ carries (with a send_id when it asks for delivery complete). */
 	struct EagerReq {
 		bool tagged, dc;
@@ -232,8 +275,28 @@ private:
 		size_t count;
 		uint64_t len;
 	};
-	/* Builds the EAGER REQ into pkt (bound for p) and posts it. */
-	void send_eager(Pkt *pkt, Peer &p, uint16_t flags, const EagerReq &r);
+	/* Builds the EAGER REQ into pkt (bound for p) and posts it through `port`. */
+	template <class P> void send_eager(P &port, Pkt *pkt, Peer &p, uint16_t flags, const EagerReq &r)
+	{
+		v4::Writer w(pkt->buf, pkt->cap);
+		const Type t = rtm_type(Type::EagerMsgRtm, r.tagged, r.dc);
+		if (r.dc) {
+			v4::DcEagerRtm *h = w.header<v4::DcEagerRtm>(t, flags);
+			h->r.msg_id = r.msg_id;
+			h->send_id = r.send_id;
+		} else {
+			w.header<v4::EagerRtm>(t, flags)->r.msg_id = r.msg_id;
+		}
+		if (r.tagged)
+			w.u64(r.tag);
+		req_opts(w, p, flags, r.data);
+		iov_to_buf(r.iov, r.count, 0, w.reserve(r.len), r.len);
+		pkt->len = uint32_t(w.size());
+		port.tx_post(pkt);
+	}
+	/* -FI_EMSGSIZE for an inject beyond inject_size, logged once (`instead`: the call
+	 * to use). */
+	ssize_t inject_too_long(uint64_t len, const char *instead) const;
 	void post_medium(TxOp &op, uint16_t flags, size_t seg);
 	void post_longcts(TxOp &op, uint16_t flags, size_t room);
 	int longread_send(TxOp &op, uint16_t flags);
