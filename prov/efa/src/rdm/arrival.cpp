@@ -86,7 +86,7 @@ bool Ep::rx_eager(Pkt *pkt, const verbs::Wc &wc)
 	if (!p || p->raw.qkey != e.connid || p->addr == FI_ADDR_NOTAVAIL || p->dead || !p->hs_sent ||
 	    e.msg_id != p->rob.expected() || p->rob.queued())
 		return false;
-	if (!rx.take_eager(*p, e))
+	if (!rx.take_eager(rx_port, *p, e))
 		return false;
 	arrived(*p, *pkt);
 	p->rob.deliver_expected();

@@ -482,10 +482,7 @@ void Ep::report_error(Cq *cq, void *context, uint64_t flags, int err, uint32_t p
 
 
 /* The Sender's port (sender.h). */
-Peer *EpTxPort::tx_peer(fi_addr_t dest, bool new_id, ssize_t &err) { return ep_.tx_peer(dest, new_id, err); }
 size_t EpTxPort::tx_avail() { return ep_.io.tx_avail(); }
-Pkt *EpTxPort::tx_buf(Peer &p) { return ep_.tx_pkt(p, nullptr); }
-void EpTxPort::tx_post(Pkt *pkt) { ep_.post(pkt); }
 void EpTxPort::tx_put(Pkt *pkt) { ep_.io.put_tx(pkt); }
 void EpTxPort::tx_handshake(Peer &p) { ep_.send_handshake(p); }
 
@@ -586,12 +583,6 @@ int EpRxPort::rx_read(Pkt *pkt, void *buf, uint32_t len, const InternalMr &mr, u
 	return 0;
 }
 
-void EpRxPort::rx_complete(const fi_cq_tagged_entry &e, fi_addr_t src)
-{
-	if (ep_.rx_cq)
-		ep_.rx_cq->push(e, src);
-}
-
 void EpRxPort::rx_error(void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &text,
 			uint64_t len, uint64_t olen, void *buf, uint64_t data, uint64_t tag)
 {
@@ -604,11 +595,6 @@ void EpRxPort::rx_shm_discard(MsgRx &m)
 {
 	if (ep_.shm)
 		ep_.shm->discard(m);
-}
-
-void EpRxPort::rx_count(bool remote_write, bool ok)
-{
-	ep_.count(remote_write ? kCntrRemoteWrite : kCntrRecv, ok);
 }
 
 int ep_open(fid_domain *df, fi_info *info, fid_ep **out, void *context)

@@ -322,7 +322,7 @@ struct Ep : EpBase {
 	/* The peer an operation goes to, or null with the answer in `err`: not in the AV
 	 * (-FI_EINVAL), failed (dead_peer), backing off or, when it takes a new message id
 	 * (`new_id`), too far ahead (-FI_EAGAIN). */
-	Peer *tx_peer(fi_addr_t dest, bool new_id, ssize_t &err)
+	[[gnu::always_inline]] Peer *tx_peer(fi_addr_t dest, bool new_id, ssize_t &err)
 	{
 		Peer *p = peer_for_addr(dest);
 		if (p && !p->dead && !held_back(*p) && !(new_id && ids_full(*p)))
@@ -369,6 +369,26 @@ struct Ep : EpBase {
 	void report_error(Cq *cq, void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &text,
 			  uint64_t len = 0, uint64_t olen = 0, void *buf = nullptr, uint64_t data = 0, uint64_t tag = 0);
 };
+
+/* Inline: the eager inject (Sender::inject) calls them through the final port. */
+[[gnu::always_inline]] inline Peer *EpTxPort::tx_peer(fi_addr_t dest, bool new_id, ssize_t &err)
+{
+	return ep_.tx_peer(dest, new_id, err);
+}
+inline Pkt *EpTxPort::tx_buf(Peer &p) { return ep_.tx_pkt(p, nullptr); }
+inline void EpTxPort::tx_post(Pkt *pkt) { ep_.post(pkt); }
+
+/* Inline: the arrival shortcut (Ep::rx_eager) calls them through the final port. */
+inline void EpRxPort::rx_complete(const fi_cq_tagged_entry &e, fi_addr_t src)
+{
+	if (ep_.rx_cq)
+		ep_.rx_cq->push(e, src);
+}
+
+inline void EpRxPort::rx_count(bool remote_write, bool ok)
+{
+	ep_.count(remote_write ? kCntrRemoteWrite : kCntrRecv, ok);
+}
 
 extern fi_ops_msg g_msg_ops;
 extern fi_ops_tagged g_tagged_ops;

@@ -215,29 +215,6 @@ void Ep::void_next(Peer &p, Pkt *pkt)
  * and completed at once, without a message entry (the common small message). False
  * leaves it to the general path: no receive, a multi-receive buffer, or truncation.
  * Ep::rx_eager calls it straight from the packet's arrival. */
-bool Receiver::take_eager(Peer &p, const v4::Eager &pk)
-{
-	const bool tagged = pk.tagged;
-	RxOp *r = match_.find_posted(tagged, p.addr, pk.tag);
-	if (!r || r->multi || pk.payload_len > r->cap)
-		return false;
-	match_.unpost(tagged, r);
-	buf_to_iov(r->iov, r->iov_count, 0, pk.payload, pk.payload_len);
-	port_.rx_count(false, true);
-	if (r->completion) {
-		fi_cq_tagged_entry e{};
-		e.op_context = r->context;
-		e.flags = FI_RECV | (tagged ? FI_TAGGED : FI_MSG) | (pk.has_cq_data ? FI_REMOTE_CQ_DATA : 0);
-		e.len = pk.payload_len;
-		e.buf = r->iov_count ? r->iov[0].iov_base : nullptr;
-		e.data = pk.cq_data & 0xffffffffu; /* cq_data_size is 4 */
-		e.tag = pk.tag;
-		port_.rx_complete(e, p.addr);
-	}
-	rxops_.put(r);
-	return true;
-}
-
 void Receiver::start_msg(Peer &p, Pkt &pkt, const Parsed &pk)
 {
 	if (pk.type == Type::EagerTagRtm || pk.type == Type::EagerMsgRtm) {
@@ -249,7 +226,7 @@ void Receiver::start_msg(Peer &p, Pkt &pkt, const Parsed &pk)
 				  .cq_data = pk.cq_data,
 				  .payload = pk.payload,
 				  .payload_len = pk.payload_len};
-		if (take_eager(p, e))
+		if (take_eager(port_, p, e))
 			return;
 	}
 	MsgRx *m = msgs_.get();

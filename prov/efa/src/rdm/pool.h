@@ -31,16 +31,8 @@ public:
 	 * when `cap` objects are in use. */
 	T *get()
 	{
-		if (free_.empty()) {
-			if (made_ >= cap_)
-				return nullptr;
-			const size_t n = std::min(chunk_, cap_ - made_);
-			chunks_.emplace_back(new Slot[n]);
-			sizes_.push_back(n);
-			for (size_t i = n; i-- > 0;)
-				free_.push_back(&chunks_.back()[i]);
-			made_ += n;
-		}
+		if (free_.empty() && !grow()) [[unlikely]]
+			return nullptr;
 		Slot *s = free_.back();
 		free_.pop_back();
 		T *t = new (s->mem) T;
@@ -81,6 +73,20 @@ private:
 		alignas(T) unsigned char mem[sizeof(T)]; /* first: a T* is its Slot* */
 		bool live = false;
 	};
+	/* One more chunk on the free list; false at the cap. Out of line: get() is on the
+	 * data path and inlines without it. */
+	[[gnu::noinline]] bool grow()
+	{
+		if (made_ >= cap_)
+			return false;
+		const size_t n = std::min(chunk_, cap_ - made_);
+		chunks_.emplace_back(new Slot[n]);
+		sizes_.push_back(n);
+		for (size_t i = n; i-- > 0;)
+			free_.push_back(&chunks_.back()[i]);
+		made_ += n;
+		return true;
+	}
 	size_t cap_, chunk_;
 	size_t made_ = 0, used_ = 0;
 	std::vector<std::unique_ptr<Slot[]>> chunks_;

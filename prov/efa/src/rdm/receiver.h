@@ -100,8 +100,31 @@ public:
 	/* Packets (see the top of this file). */
 	void start_msg(Peer &p, Pkt &pkt, const Parsed &pk);
 	/* An eager message (no delivery complete) that a posted receive takes whole:
-	 * placed and completed, true; false (nothing done) otherwise. */
-	bool take_eager(Peer &p, const v4::Eager &e);
+	 * placed and completed, true; false (nothing done) otherwise. Through the port type
+	 * P: the endpoint's arrival shortcut passes its own final port, whose calls then
+	 * inline (Ep::rx_eager); start_msg passes the RxPort. */
+	template <class P> bool take_eager(P &port, Peer &p, const v4::Eager &pk)
+	{
+		const bool tagged = pk.tagged;
+		RxOp *r = match_.find_posted(tagged, p.addr, pk.tag);
+		if (!r || r->multi || pk.payload_len > r->cap)
+			return false;
+		match_.unpost(tagged, r);
+		buf_to_iov(r->iov, r->iov_count, 0, pk.payload, pk.payload_len);
+		port.rx_count(false, true);
+		if (r->completion) {
+			fi_cq_tagged_entry e{};
+			e.op_context = r->context;
+			e.flags = FI_RECV | (tagged ? FI_TAGGED : FI_MSG) | (pk.has_cq_data ? FI_REMOTE_CQ_DATA : 0);
+			e.len = pk.payload_len;
+			e.buf = r->iov_count ? r->iov[0].iov_base : nullptr;
+			e.data = pk.cq_data & 0xffffffffu; /* cq_data_size is 4 */
+			e.tag = pk.tag;
+			port.rx_complete(e, p.addr);
+		}
+		rxops_.put(r);
+		return true;
+	}
 	/* A MEDIUM segment of a message already started (a duplicate when none is). */
 	void route_segment(Peer &p, Pkt &pkt, const Parsed &pk);
 	/* A MEDIUM segment of m: taken once, held until m is matched, else placed. */

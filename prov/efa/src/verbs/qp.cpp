@@ -45,13 +45,6 @@ Qp::~Qp()
 
 namespace {
 
-static_assert(sizeof(Sge) == sizeof(ibv_sge) && offsetof(Sge, addr) == offsetof(ibv_sge, addr) &&
-	      offsetof(Sge, length) == offsetof(ibv_sge, length) && offsetof(Sge, lkey) == offsetof(ibv_sge, lkey));
-static_assert(sizeof(DataBuf) == sizeof(ibv_data_buf) && offsetof(DataBuf, addr) == offsetof(ibv_data_buf, addr) &&
-	      offsetof(DataBuf, length) == offsetof(ibv_data_buf, length));
-const ibv_sge *as_ibv(const Sge *s) { return reinterpret_cast<const ibv_sge *>(s); }
-const ibv_data_buf *as_ibv(const DataBuf *d) { return reinterpret_cast<const ibv_data_buf *>(d); }
-
 /* The optional features of an SRD QP, in the order a fallback tries them. */
 enum Feature { kHints, kSl, kInlineWrite, kUnsolicited, kNumFeatures };
 
@@ -330,47 +323,6 @@ int Qp::set_rnr_retry(uint8_t retry)
 	if (!ret)
 		f_.rnr_retry = a.rnr_retry;
 	return -ret;
-}
-
-void Qp::begin(uint64_t wr_id)
-{
-	if (!started_) {
-		ibv_wr_start(qpx_);
-		started_ = true;
-	}
-	qpx_->wr_id = wr_id;
-	qpx_->wr_flags = IBV_SEND_SIGNALED;
-}
-
-int Qp::end(const Dest &to, uint32_t flags, bool hints_apply)
-{
-	ibv_wr_set_ud_addr(qpx_, to.ah, to.qpn, to.qkey);
-	/* The burst hint is for RDMA writes, the only operation upstream hints; elsewhere the
-	 * flag is ignored. */
-	if (hints_apply && (flags & kHighPps) && dvqp_)
-		efadv_wr_set_processing_hints(dvqp_, EFADV_WR_PROCESSING_HINT_BURST_PPS_SENSITIVE);
-	if (flags & kMore)
-		return 0;
-	return flush();
-}
-
-int Qp::flush()
-{
-	if (!started_)
-		return 0;
-	started_ = false;
-	return -ibv_wr_complete(qpx_);
-}
-
-int Qp::send(uint64_t wr_id, const Dest &to, std::span<const Sge> sge, uint32_t imm, uint32_t flags)
-{
-	begin(wr_id);
-	if (flags & kWithImm)
-		ibv_wr_send_imm(qpx_, imm);
-	else
-		ibv_wr_send(qpx_);
-	ibv_wr_set_sge_list(qpx_, sge.size(), as_ibv(sge.data()));
-	return end(to, flags);
 }
 
 int Qp::send_inline(uint64_t wr_id, const Dest &to, std::span<const DataBuf> data, uint32_t imm, uint32_t flags)

@@ -21,6 +21,7 @@
 #include "common/result.h"
 #include "verbs/cq.h"
 
+#include <cstddef>
 #include <span>
 
 namespace efa::verbs {
@@ -127,6 +128,55 @@ private:
 	bool rnr_cap_ = false;
 	QpFeatures f_{};
 };
+
+static_assert(sizeof(Sge) == sizeof(ibv_sge) && offsetof(Sge, addr) == offsetof(ibv_sge, addr) &&
+	      offsetof(Sge, length) == offsetof(ibv_sge, length) && offsetof(Sge, lkey) == offsetof(ibv_sge, lkey));
+static_assert(sizeof(DataBuf) == sizeof(ibv_data_buf) && offsetof(DataBuf, addr) == offsetof(ibv_data_buf, addr) &&
+	      offsetof(DataBuf, length) == offsetof(ibv_data_buf, length));
+inline const ibv_sge *as_ibv(const Sge *s) { return reinterpret_cast<const ibv_sge *>(s); }
+inline const ibv_data_buf *as_ibv(const DataBuf *d) { return reinterpret_cast<const ibv_data_buf *>(d); }
+
+/* Inline: every packet the provider sends takes these (performance.md). */
+inline void Qp::begin(uint64_t wr_id)
+{
+	if (!started_) {
+		ibv_wr_start(qpx_);
+		started_ = true;
+	}
+	qpx_->wr_id = wr_id;
+	qpx_->wr_flags = IBV_SEND_SIGNALED;
+}
+
+inline int Qp::flush()
+{
+	if (!started_)
+		return 0;
+	started_ = false;
+	return -ibv_wr_complete(qpx_);
+}
+
+inline int Qp::end(const Dest &to, uint32_t flags, bool hints_apply)
+{
+	ibv_wr_set_ud_addr(qpx_, to.ah, to.qpn, to.qkey);
+	/* The burst hint is for RDMA writes, the only operation upstream hints; elsewhere the
+	 * flag is ignored. */
+	if (hints_apply && (flags & kHighPps) && dvqp_)
+		efadv_wr_set_processing_hints(dvqp_, EFADV_WR_PROCESSING_HINT_BURST_PPS_SENSITIVE);
+	if (flags & kMore)
+		return 0;
+	return flush();
+}
+
+inline int Qp::send(uint64_t wr_id, const Dest &to, std::span<const Sge> sge, uint32_t imm, uint32_t flags)
+{
+	begin(wr_id);
+	if (flags & kWithImm)
+		ibv_wr_send_imm(qpx_, imm);
+	else
+		ibv_wr_send(qpx_);
+	ibv_wr_set_sge_list(qpx_, sge.size(), as_ibv(sge.data()));
+	return end(to, flags);
+}
 
 } // namespace efa::verbs
 
