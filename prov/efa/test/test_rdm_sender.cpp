@@ -285,6 +285,57 @@ Test(sender, eager_is_one_packet_and_completes_when_acknowledged)
 	cr_assert(!f.tx.busy());
 }
 
+/* An eager inject: one EAGER packet, no operation entry, nothing to complete (its end
+ * is counted by the endpoint). Sender::send takes it through the abstract port; the
+ * endpoint calls the template with its own port type, as the second call here does. */
+Test(sender, inject_takes_no_entry)
+{
+	Fixture f;
+	uint8_t buf[8];
+	pattern(buf, sizeof buf, 3);
+	cr_assert_eq(send(f.tx, buf, sizeof buf, nullptr, FI_INJECT, 0x11), 0);
+	iovec iov{buf, 1};
+	void *desc = nullptr;
+	const auto args = [&](uint64_t flags) { return SendArgs{&iov, &desc, 1, kPeerAddr, 0x12, 0, flags, nullptr, true}; };
+	ssize_t ret = 1;
+	cr_assert(f.tx.inject(f.port, args(FI_INJECT), ret));
+	cr_assert_eq(ret, 0);
+	cr_assert_eq(f.port.out.size(), 2u);
+	for (uint32_t i = 0; i < 2; i++) {
+		const Out &o = f.port.out[i];
+		cr_assert_eq(o.pk.type, Type::EagerTagRtm);
+		cr_assert_eq(msg_id_of(o.pk), i);
+		cr_assert_eq(o.pk.tag, 0x11u + i);
+		cr_assert(o.pk.has_connid && o.pk.connid == kQkey && !o.pk.has_raw_addr && !o.pk.has_cq_data);
+		cr_assert_eq(o.pk.payload_len, i ? 1u : sizeof buf);
+		cr_assert(std::memcmp(o.pk.payload, buf, o.pk.payload_len) == 0);
+		cr_assert(o.pkt->inject && !o.pkt->op, "the packet carries the inject, no operation");
+	}
+	cr_assert(!f.tx.busy(), "an inject keeps no operation entry");
+	cr_assert_eq(f.tx.counts.inject, 2u);
+	f.ack();
+	cr_assert(f.port.done.empty(), "an inject has no completion");
+
+	/* Not an inject of this kind: before our HANDSHAKE went, or with delivery complete
+	 * (an entry waits for the RECEIPT): nothing sent, no message id spent. */
+	f.peer.hs_sent = false;
+	cr_assert(!f.tx.inject(f.port, args(FI_INJECT), ret));
+	f.peer.hs_sent = true;
+	cr_assert(!f.tx.inject(f.port, args(FI_INJECT | FI_DELIVERY_COMPLETE), ret));
+	cr_assert_eq(f.port.out.size(), 2u);
+	cr_assert_eq(f.peer.next_tx_id, 2u);
+	/* No transmit buffer: -FI_EAGAIN, no message id spent. */
+	f.port.free = 0;
+	cr_assert(f.tx.inject(f.port, args(FI_INJECT), ret));
+	cr_assert_eq(ret, -FI_EAGAIN);
+	cr_assert_eq(f.peer.next_tx_id, 2u);
+	/* Through send(), delivery complete takes an entry and waits. */
+	f.port.free = 64;
+	cr_assert_eq(send(f.tx, buf, 1, nullptr, FI_INJECT | FI_DELIVERY_COMPLETE), 0);
+	cr_assert_eq(f.port.out.back().pk.type, Type::DcEagerTagRtm);
+	cr_assert(f.tx.busy());
+}
+
 Test(sender, medium_segments_cover_the_message)
 {
 	Fixture f;
