@@ -301,9 +301,9 @@ int Cq::progress(size_t max)
 int Cq::poll_device(size_t max)
 {
 	int n = vcq.poll(int(std::min<size_t>(max ? max : 1, 64)), [&](const verbs::Wc &wc) {
-		for (CqUser *u : users) {
-			if (u->qpn() == wc.qp_num) {
-				u->on_wc(wc, *this);
+		for (size_t i = 0; i < qpns.size(); i++) {
+			if (qpns[i] == wc.qp_num) {
+				users[i]->on_wc(wc, *this);
 				return;
 			}
 		}
@@ -316,12 +316,17 @@ void Cq::attach(CqUser *u)
 {
 	std::lock_guard g(lock);
 	users.push_back(u);
+	qpns.push_back(u->qpn());
 }
 
 void Cq::detach(CqUser *u)
 {
 	std::lock_guard g(lock);
-	users.erase(std::remove(users.begin(), users.end(), u), users.end());
+	for (size_t i = users.size(); i-- > 0;)
+		if (users[i] == u) {
+			users.erase(users.begin() + ptrdiff_t(i));
+			qpns.erase(qpns.begin() + ptrdiff_t(i));
+		}
 }
 
 int Cq::trywait()

@@ -35,6 +35,7 @@ struct Cq;
 class CqUser {
 public:
 	virtual ~CqUser() = default;
+	/* Its QP number, fixed while it is attached (read once, at attach). */
 	virtual uint32_t qpn() const = 0;
 	/* Called with the Cq's lock held, for each device completion of this QP. */
 	virtual void on_wc(const verbs::Wc &wc, Cq &cq) = 0;
@@ -104,6 +105,7 @@ struct Cq {
 	std::deque<Error> errors;
 	std::string last_err; /* err_data of the last readerr stays valid until the next */
 	std::vector<CqUser *> users;
+	std::vector<uint32_t> qpns; /* users[i]->qpn(), read at attach (a user's QP outlives it) */
 	bool armed = false;
 	std::atomic<int64_t> slots{0};
 	/* Endpoints on this CQ with a path that raises no event (same-host peers through

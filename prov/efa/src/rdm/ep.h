@@ -334,7 +334,12 @@ struct Ep : EpBase {
 	void probe_peers(uint64_t now);
 	bool send_probe(Peer &p);
 	/* A work request to the peer of `pkt` came back from the device. */
-	void unpost(Peer *p);
+	void unpost(Peer *p)
+	{
+		p->posted--;
+		if (p->released && !p->posted && p->msgs.empty()) [[unlikely]]
+			peers.free_retired(p);
+	}
 	void progress();
 	/* Packets: a transmit buffer with the base header's fields filled by the caller. */
 	Pkt *tx_pkt(Peer &p, TxOp *op);

@@ -27,13 +27,6 @@
 
 namespace efa::rdm {
 
-void Ep::unpost(Peer *p)
-{
-	p->posted--;
-	if (p->released && !p->posted && p->msgs.empty())
-		peers.free_retired(p);
-}
-
 void Ep::release_removed()
 {
 	peers.release_removed(
