@@ -38,7 +38,8 @@ void consume_event(Cq *cq)
 		cq->armed = false;
 }
 
-ssize_t cq_read_locked(Cq *cq, void *buf, size_t count, fi_addr_t *src)
+/* Inline: fi_cq_read's whole path is this (an empty read is most of them). */
+[[gnu::always_inline]] inline ssize_t cq_read_locked(Cq *cq, void *buf, size_t count, fi_addr_t *src)
 {
 	consume_event(cq);
 	const size_t have = cq->staged_count();
@@ -268,14 +269,8 @@ fi_ops_cq g_cq_ops = {
 
 } // namespace
 
-int Cq::progress(size_t max)
+int Cq::progress_mixed(size_t max)
 {
-	if (polled.load(std::memory_order_relaxed) == 0) {
-		const int n = poll_device(max);
-		for (CqUser *u : users)
-			u->on_progress(*this);
-		return n;
-	}
 	/* Same-host endpoints here: a quiet device is not polled on every pass when its
 	 * polls are costly and the other path is busy (cq.h, DevicePolls). */
 	DevicePolls &d = device_polls;

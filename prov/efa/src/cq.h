@@ -165,7 +165,17 @@ struct Cq {
 		return !staged.empty() || !errors.empty();
 	}
 	/* With `lock` held: polls the device CQ, then lets every user progress. */
-	int progress(size_t max);
+	int progress(size_t max)
+	{
+		if (polled.load(std::memory_order_relaxed) != 0)
+			return progress_mixed(max);
+		const int n = poll_device(max);
+		for (CqUser *u : users)
+			u->on_progress(*this);
+		return n;
+	}
+	/* progress() where same-host endpoints are (the device's quiet policy). */
+	int progress_mixed(size_t max);
 	/* With `lock` held: polls the device CQ only (a user progressing a second CQ). */
 	int poll_device(size_t max);
 	/* Without `lock`: polls the device CQ if no other thread is doing so (one user

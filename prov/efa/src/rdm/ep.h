@@ -340,7 +340,19 @@ struct Ep : EpBase {
 		if (p->released && !p->posted && p->msgs.empty()) [[unlikely]]
 			peers.free_retired(p);
 	}
-	void progress();
+	/* Work no completion drives: a report asked for by signal, removed AV entries, the
+	 * shm path, probes, queued and owed packets, the Sender's and Receiver's windows.
+	 * The checks inline: an fi_cq_read that finds nothing usually has none of it. */
+	void progress()
+	{
+		if (!enabled)
+			return;
+		if (g_report_requests.load(std::memory_order_relaxed) != report_seen || peers.removed() || shm ||
+		    (probe_ns && (tx.busy() || rx.busy())) || io.any_busy() || !ctl_pending.empty() ||
+		    tx.has_pending() || rx.has_pending())
+			progress_work();
+	}
+	void progress_work();
 	/* Packets: a transmit buffer with the base header's fields filled by the caller. */
 	Pkt *tx_pkt(Peer &p, TxOp *op);
 	/* Posts (or, while the peer backs off, queues) a built packet. 0 or -FI_E*. */

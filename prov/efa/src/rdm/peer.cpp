@@ -248,10 +248,8 @@ void Ep::tx_done(Pkt *pkt, const verbs::Wc &wc)
 		peer_unresponsive(*p, status);
 }
 
-void Ep::progress()
+void Ep::progress_work()
 {
-	if (!enabled)
-		return;
 	if (const uint64_t asked = g_report_requests.load(std::memory_order_relaxed); asked != report_seen) [[unlikely]] {
 		report_seen = asked;
 		report(params().report_age * 1000000000ull, "signal");

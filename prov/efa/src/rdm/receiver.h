@@ -179,9 +179,10 @@ public:
 	 * free (inline: called after every poll, usually with nothing owed). */
 	void progress()
 	{
-		if (!pending_.empty())
+		if (has_pending())
 			send_owed();
 	}
+	bool has_pending() const { return !pending_.empty(); }
 	/* A long message (or write) from its REQ: long-CTS (the first bytes came with it) or
 	 * long-read (the sender's buffers). */
 	static void start_long(MsgRx &m, RxKind kind, uint64_t msg_len, uint32_t send_id, const Parsed &pk);

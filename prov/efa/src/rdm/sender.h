@@ -190,9 +190,10 @@ public:
 	 * poll of a CQ, usually with nothing to do). */
 	void progress()
 	{
-		if (!pending_.empty())
+		if (has_pending())
 			pump_pending();
 	}
+	bool has_pending() const { return !pending_.empty(); }
 	size_t in_use() const { return ops_.in_use(); }
 	size_t pool_bytes() const { return ops_.bytes() + ids_.bytes(); }
 	/* Protocol chosen per send through the device (fi_efa_ep_stats). */
