@@ -327,11 +327,7 @@ int Qp::set_rnr_retry(uint8_t retry)
 
 int Qp::send_inline(uint64_t wr_id, const Dest &to, std::span<const DataBuf> data, uint32_t imm, uint32_t flags)
 {
-	begin(wr_id);
-	if (flags & kWithImm)
-		ibv_wr_send_imm(qpx_, imm);
-	else
-		ibv_wr_send(qpx_);
+	begin_send(wr_id, imm, flags);
 	ibv_wr_set_inline_data_list(qpx_, data.size(), as_ibv(data.data()));
 	return end(to, flags);
 }

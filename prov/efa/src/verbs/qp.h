@@ -116,6 +116,8 @@ public:
 
 private:
 	void begin(uint64_t wr_id);
+	/* begin() and the send opcode (with immediate data under kWithImm). */
+	void begin_send(uint64_t wr_id, uint32_t imm, uint32_t flags);
 	int end(const Dest &to, uint32_t flags, bool hints_apply = false);
 	int to_rts(uint8_t rnr_retry);
 
@@ -167,13 +169,18 @@ inline int Qp::end(const Dest &to, uint32_t flags, bool hints_apply)
 	return flush();
 }
 
-inline int Qp::send(uint64_t wr_id, const Dest &to, std::span<const Sge> sge, uint32_t imm, uint32_t flags)
+inline void Qp::begin_send(uint64_t wr_id, uint32_t imm, uint32_t flags)
 {
 	begin(wr_id);
 	if (flags & kWithImm)
 		ibv_wr_send_imm(qpx_, imm);
 	else
 		ibv_wr_send(qpx_);
+}
+
+inline int Qp::send(uint64_t wr_id, const Dest &to, std::span<const Sge> sge, uint32_t imm, uint32_t flags)
+{
+	begin_send(wr_id, imm, flags);
 	ibv_wr_set_sge_list(qpx_, sge.size(), as_ibv(sge.data()));
 	return end(to, flags);
 }
