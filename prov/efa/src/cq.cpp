@@ -286,8 +286,8 @@ int Cq::progress_mixed(size_t max)
 		d.quiet = n > 0 ? 0 : std::min(d.quiet + 1, kQuiet);
 	}
 	const uint64_t before = pushed.load(std::memory_order_relaxed);
-	for (CqUser *u : users)
-		u->on_progress(*this);
+	for (const User &u : users)
+		u.user->on_progress(*this);
 	if (n == 0 && pushed.load(std::memory_order_relaxed) != before)
 		d.busy_ns = now;
 	return n;
@@ -296,9 +296,9 @@ int Cq::progress_mixed(size_t max)
 int Cq::poll_device(size_t max)
 {
 	int n = vcq.poll(int(std::min<size_t>(max ? max : 1, 64)), [&](const verbs::Wc &wc) {
-		for (size_t i = 0; i < qpns.size(); i++) {
-			if (qpns[i] == wc.qp_num) {
-				users[i]->on_wc(wc, *this);
+		for (const User &u : users) {
+			if (u.qpn == wc.qp_num) {
+				u.user->on_wc(wc, *this);
 				return;
 			}
 		}
@@ -310,18 +310,13 @@ int Cq::poll_device(size_t max)
 void Cq::attach(CqUser *u)
 {
 	std::lock_guard g(lock);
-	users.push_back(u);
-	qpns.push_back(u->qpn());
+	users.push_back(User{u, u->qpn()});
 }
 
 void Cq::detach(CqUser *u)
 {
 	std::lock_guard g(lock);
-	for (size_t i = users.size(); i-- > 0;)
-		if (users[i] == u) {
-			users.erase(users.begin() + ptrdiff_t(i));
-			qpns.erase(qpns.begin() + ptrdiff_t(i));
-		}
+	std::erase_if(users, [u](const User &x) { return x.user == u; });
 }
 
 int Cq::trywait()

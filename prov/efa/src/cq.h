@@ -104,8 +104,11 @@ struct Cq {
 	Staged staged;
 	std::deque<Error> errors;
 	std::string last_err; /* err_data of the last readerr stays valid until the next */
-	std::vector<CqUser *> users;
-	std::vector<uint32_t> qpns; /* users[i]->qpn(), read at attach (a user's QP outlives it) */
+	struct User {
+		CqUser *user;
+		uint32_t qpn; /* read at attach: a user's QP outlives its attachment */
+	};
+	std::vector<User> users;
 	bool armed = false;
 	std::atomic<int64_t> slots{0};
 	/* Endpoints on this CQ with a path that raises no event (same-host peers through
@@ -170,8 +173,8 @@ struct Cq {
 		if (polled.load(std::memory_order_relaxed) != 0)
 			return progress_mixed(max);
 		const int n = poll_device(max);
-		for (CqUser *u : users)
-			u->on_progress(*this);
+		for (const User &u : users)
+			u.user->on_progress(*this);
 		return n;
 	}
 	/* progress() where same-host endpoints are (the device's quiet policy). */
