@@ -59,6 +59,7 @@ struct Opts {
 	uint32_t window = 64;		/* -w: outstanding sends (bandwidth, message rate) */
 	uint32_t rma_window = 8;	/* -W: outstanding RMA operations */
 	size_t max_msg = 8192;		/* -S: largest message size (clamped to max_msg_size) */
+	size_t min_msg = 1;		/* --min: smallest message size of the message tests */
 	size_t max_rma = 0;		/* --max-rma: override the RMA clamp (default max_msg_size) */
 	std::string tests = "lat,bw,rate,write,read";	/* -t */
 	uint32_t yield_every = 64;	/* --yield: sched_yield() after this many empty polls */

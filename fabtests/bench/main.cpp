@@ -50,6 +50,7 @@ void usage(FILE *out)
 		"  -w N           sends outstanding in bandwidth / message rate (default 64)\n"
 		"  -W N           RMA operations outstanding (default 8)\n"
 		"  -S BYTES       largest message size (default 8192; clamped to max_msg_size)\n"
+		"  --min BYTES    smallest message size of the message tests (default 1)\n"
 		"  --max-rma B    largest RMA size allowed (default: the provider's max_msg_size)\n"
 		"  --quick        fewer sizes (powers of 4) and shorter runs\n"
 		"  --csv          one line per measurement: label,test,size,value\n"
@@ -60,12 +61,13 @@ void usage(FILE *out)
 Opts parse(int argc, char **argv)
 {
 	Opts o;
-	enum { OptQuick = 256, OptCsv, OptMaxRma, OptStall, OptYield };
+	enum { OptQuick = 256, OptCsv, OptMaxRma, OptStall, OptYield, OptMin };
 	static const option longopts[] = {
 		{"quick", no_argument, nullptr, OptQuick}, {"csv", no_argument, nullptr, OptCsv},
 		{"max-rma", required_argument, nullptr, OptMaxRma},
 		{"stall", required_argument, nullptr, OptStall},
 		{"yield", required_argument, nullptr, OptYield},
+		{"min", required_argument, nullptr, OptMin},
 		{"help", no_argument, nullptr, 'h'}, {nullptr, 0, nullptr, 0}};
 	int c;
 	while ((c = getopt_long(argc, argv, "p:F:d:m:e:L:t:I:T:R:w:W:S:h", longopts, nullptr)) != -1) {
@@ -100,12 +102,13 @@ Opts parse(int argc, char **argv)
 		case OptMaxRma: o.max_rma = std::strtoull(optarg, nullptr, 0); break;
 		case OptStall: o.stall_s = std::atof(optarg); break;
 		case OptYield: o.yield_every = uint32_t(std::strtoul(optarg, nullptr, 0)); break;
+		case OptMin: o.min_msg = std::strtoull(optarg, nullptr, 0); break;
 		case 'h': usage(stdout); std::exit(0);
 		default: usage(stderr); std::exit(2);
 		}
 	}
 	if (o.prov.empty() || optind != argc || !o.window || !o.rma_window || !o.max_msg ||
-	    !o.reps || (o.dgram && o.tagged)) {
+	    !o.min_msg || o.min_msg > o.max_msg || !o.reps || (o.dgram && o.tagged)) {
 		usage(stderr);
 		std::exit(2);
 	}
@@ -314,7 +317,7 @@ void run_client(const Opts &o, Ctl &ctl)
 			std::to_string(rw) + " by the queue sizes");
 	std::fflush(stdout);
 
-	const auto msg = sizes(1, o.max_msg, o.quick, std::min(o.max_msg, f.max_msg_size));
+	const auto msg = sizes(o.min_msg, o.max_msg, o.quick, std::min(o.max_msg, f.max_msg_size));
 	if (tests.count("lat"))
 		cl.run_group(Test::Latency, msg, 1);
 	if (tests.count("bw"))

@@ -82,7 +82,7 @@ calls() {
 	done | awk '/< .*cq_read\(fid_cq/ && match($0, /\([0-9,]+x\)/) {
 		v = substr($0, RSTART + 1, RLENGTH - 3); gsub(",", "", v); s += v } END { printf "%d\n", s }'
 }
-poll='cq_read\(|cq_readfrom\(|cq_read_locked\(|efa::Cq::progress\(|efa::Cq::progress_mixed\(|efa::Cq::poll_device|efa::verbs::Cq::poll<|Hook::on_progress\(|efa::rdm::Ep::progress\(\)|efa::rdm::Ep::progress_work\(\)'
+poll='cq_read[(]|cq_readfrom[(]|cq_read_locked[(]|efa::Cq::progress[(]|efa::Cq::progress_mixed[(]|efa::Cq::poll_device|efa::verbs::Cq::poll<|Hook::on_progress[(]|efa::rdm::Ep::progress[(][)]|efa::rdm::Ep::progress_work[(][)]'
 per() { # value at 4000 minus value at 2000, per iteration of one process
 	echo $(( ($2 - $1) / 4000 ))
 }
