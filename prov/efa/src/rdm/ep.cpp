@@ -435,29 +435,13 @@ int Ep::close()
 
 /* ------------------------------------------------------------------ receives */
 
-ssize_t Ep::send(const SendArgs &a)
-{
-	if (ssize_t r = check_start(a.tagged ? "fi_tsendmsg" : "fi_sendmsg", a.flags, kSendFlags))
-		return r;
-	if (shm) {
-		if (const fi_addr_t to = shm->route(a.dest); to != FI_ADDR_NOTAVAIL)
-			return shm->send(a, to);
-	}
-	/* The eager inject through this endpoint's own port, whose calls then inline. */
-	if (ssize_t r; (a.flags & FI_INJECT) && tx.inject(tx_port, a, r))
-		return r;
-	return tx.send_op(a);
-}
-
-ssize_t Ep::recv(const RecvArgs &a)
+ssize_t Ep::recv_refused() const
 {
 	if (!enabled) {
 		EFA_WARN_ONCE(EpData, "a receive before fi_enable: bind an AV and CQs, call fi_enable, then post");
 		return -FI_EOPBADSTATE;
 	}
-	if (!rx_cq)
-		return -FI_ENOCQ;
-	return rx.recv(a);
+	return -FI_ENOCQ;
 }
 
 void Ep::report_error(Cq *cq, void *context, uint64_t flags, int err, uint32_t prov_errno, const std::string &text,

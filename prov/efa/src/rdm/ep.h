@@ -54,6 +54,7 @@ public:
 	size_t tx_avail() override;
 	Pkt *tx_buf(Peer &p) override;
 	void tx_post(Pkt *pkt) override;
+	void tx_post_ready(Pkt *pkt) override;
 	void tx_put(Pkt *pkt) override;
 	void tx_handshake(Peer &p) override;
 	int tx_read_key(void *buf, size_t len, void *desc, InternalMr &reg, uint64_t &key) override;
@@ -165,10 +166,32 @@ struct Ep : EpBase {
 
 	/* The application's operations: the endpoint's checks (ep.cpp, rma.cpp), then the
 	 * Sender or the Receiver. */
-	ssize_t send(const SendArgs &a);
+	/* Inline: each fi_msg / fi_tagged entry point has it with its own constant
+	 * arguments (msg_ops.cpp, do_inject). */
+	[[gnu::always_inline]] ssize_t send(const SendArgs &a)
+	{
+		if (ssize_t r = check_start(a.tagged ? "fi_tsendmsg" : "fi_sendmsg", a.flags, kSendFlags))
+			return r;
+		if (shm) {
+			if (const fi_addr_t to = shm->route(a.dest); to != FI_ADDR_NOTAVAIL)
+				return shm->send(a, to);
+		}
+		/* The eager inject through this endpoint's own port, whose calls then inline. */
+		if (ssize_t r; (a.flags & FI_INJECT) && tx.inject(tx_port, a, r))
+			return r;
+		return tx.send_op(a);
+	}
 	ssize_t rma(const RmaArgs &a);
 	ssize_t atomic(const AtomicArgs &a);
-	ssize_t recv(const RecvArgs &a);
+	/* Inline, as send. */
+	[[gnu::always_inline]] ssize_t recv(const RecvArgs &a)
+	{
+		if (!enabled || !rx_cq) [[unlikely]]
+			return recv_refused();
+		return rx.recv(a);
+	}
+	/* Why a receive cannot be posted (not enabled, no receive CQ), with its warning. */
+	ssize_t recv_refused() const;
 	/* The device's verdict on a sent packet (peer.cpp): RNR, EXT_VOID runs, peer gone. */
 	void tx_done(Pkt *pkt, const verbs::Wc &wc);
 
@@ -361,6 +384,12 @@ struct Ep : EpBase {
 		const Peer &p = *pkt->peer;
 		if (p.dead || p.released || held_back(p)) [[unlikely]]
 			return post_held(pkt);
+		return post_ready(pkt);
+	}
+	/* post() of a packet to a peer that tx_peer() let through just before (Sender's
+	 * tx_post_ready). */
+	int post_ready(Pkt *pkt)
+	{
 		const int r = io.send(pkt);
 		return r ? post_failed(pkt, r) : 0;
 	}
@@ -394,6 +423,7 @@ struct Ep : EpBase {
 }
 inline Pkt *EpTxPort::tx_buf(Peer &p) { return ep_.tx_pkt(p, nullptr); }
 inline void EpTxPort::tx_post(Pkt *pkt) { ep_.post(pkt); }
+inline void EpTxPort::tx_post_ready(Pkt *pkt) { ep_.post_ready(pkt); }
 
 /* Inline: the arrival shortcut (Ep::rx_eager) calls them through the final port. */
 inline void EpRxPort::rx_complete(const fi_cq_tagged_entry &e, fi_addr_t src)

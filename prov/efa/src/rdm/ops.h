@@ -404,6 +404,8 @@ inline size_t buf_to_iov(const iovec *iov, size_t count, uint64_t off, const voi
 }
 inline uint64_t iov_total(const iovec *iov, size_t count)
 {
+	if (count == 1) /* the common call, without the loop's vectorised set-up */
+		return iov[0].iov_len;
 	uint64_t n = 0;
 	for (size_t i = 0; i < count; i++)
 		n += iov[i].iov_len;

@@ -35,7 +35,7 @@ void Receiver::configure(const RxConfig &c)
 	rxops_.set_cap(c.size);
 }
 
-ssize_t Receiver::recv(const RecvArgs &a)
+ssize_t Receiver::recv_general(const RecvArgs &a)
 {
 	if (a.flags & ~kRecvFlags) {
 		EFA_WARN_ONCE(EpData, "fi_%srecvmsg: flags %#lx are not receive flags; drop them", a.tagged ? "t" : "",
@@ -53,16 +53,11 @@ ssize_t Receiver::recv(const RecvArgs &a)
 		EFA_DBG(EpData, "FI_MULTI_RECV takes one buffer (%zu iovs given)", a.count);
 		return -FI_EINVAL;
 	}
-	RxOp *r = rxops_.get();
+	RxOp *r = new_rxop(a, cfg_.directed ? a.src : FI_ADDR_UNSPEC, multi);
 	if (!r)
 		return -FI_EAGAIN;
-	r->start(a.tagged, a.context, a.flags, completion(a.flags), a.iov, a.count, iov_total(a.iov, a.count));
-	r->src = cfg_.directed ? a.src : FI_ADDR_UNSPEC;
 	if (r->src != FI_ADDR_UNSPEC)
 		port_.rx_adopt_pending(); /* a sender met before it was inserted may be r->src now */
-	r->tag = a.tag;
-	r->ignore = a.ignore;
-	r->multi = multi;
 	/* Messages that arrived first, oldest first. */
 	while (MsgRx *m = match_.find_unexpected(r->tagged, r->src, r->tag, r->ignore)) {
 		match_.remove_unexpected(m->tagged, m);

@@ -217,6 +217,7 @@ void Sender::complete(TxOp &op)
 void Sender::configure(const TxConfig &c)
 {
 	cfg_ = c;
+	inject_eager_ = std::min<uint64_t>(c.inject_size, c.mtu > kEagerHdrMax + kReqOptMax ? eager_max(c.mtu, kReqOptMax) : 0);
 	ops_.set_cap(c.size);
 }
 

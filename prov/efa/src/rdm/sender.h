@@ -45,6 +45,9 @@ public:
 	 * refuses (its peer is gone, the device failed the post) fails its operation
 	 * through Sender::pkt_failed before this returns. */
 	virtual void tx_post(Pkt *pkt) = 0;
+	/* tx_post of a packet to a peer that tx_peer let through just before, with nothing
+	 * in between that changes the peer (an inject): no second look at it. */
+	virtual void tx_post_ready(Pkt *pkt) { tx_post(pkt); }
 	/* A buffer taken and not used after all. */
 	virtual void tx_put(Pkt *pkt) = 0;
 	/* Our HANDSHAKE to p (the first packet to a peer goes after it). */
@@ -115,7 +118,7 @@ public:
 	 * answered the call (`ret`: 0 or -FI_E*), false when the send needs an entry or
 	 * another protocol (send_op). FI_RM_DISABLED keeps the entry, which an RNR fails;
 	 * FI_DELIVERY_COMPLETE keeps it for the RECEIPT. */
-	template <class P> bool inject(P &port, const SendArgs &a, ssize_t &ret)
+	template <class P> [[gnu::always_inline]] bool inject(P &port, const SendArgs &a, ssize_t &ret)
 	{
 		uint64_t len = 0;
 		if ((ret = send_iovs(a, len)))
@@ -128,8 +131,7 @@ public:
 		if (!p)
 			return true;
 		const bool data = a.flags & FI_REMOTE_CQ_DATA;
-		if (len > eager_max(cfg_.mtu, req_opt_len(!p->hs_got, data)) || !p->hs_sent || !cfg_.rm_enabled ||
-		    (a.flags & FI_DELIVERY_COMPLETE))
+		if (len > inject_eager_ || !p->hs_sent || !cfg_.rm_enabled || (a.flags & FI_DELIVERY_COMPLETE))
 			return false;
 		Pkt *pkt = port.tx_buf(*p);
 		if (!pkt) {
@@ -140,7 +142,7 @@ public:
 		pkt->inject = true;
 		const uint16_t kind = uint16_t(v4::kReqMsg | (a.tagged ? v4::kReqTagged : 0));
 		send_eager(port, pkt, *p, req_flags(*p, data, kind),
-			   EagerReq{a.tagged, false, p->next_tx_id++, 0, a.tag, a.data, a.iov, a.count, len});
+			   EagerReq{a.tagged, false, p->next_tx_id++, 0, a.tag, a.data, a.iov, a.count, len}, true);
 		ret = 0;
 		return true;
 	}
@@ -276,9 +278,45 @@ private:
 		size_t count;
 		uint64_t len;
 	};
-	/* Builds the EAGER REQ into pkt (bound for p) and posts it through `port`. */
-	template <class P> void send_eager(P &port, Pkt *pkt, Peer &p, uint16_t flags, const EagerReq &r)
+	/* The EAGER REQ without delivery complete to a peer whose HANDSHAKE came (no raw
+	 * address header), written field by field: the same bytes as the Writer below, which
+	 * checks each field against the buffer's end; here the caller's protocol choice
+	 * (eager_max) already bounds the whole packet by the MTU. Returns its length. */
+	size_t eager_fast(uint8_t *b, uint16_t flags, const EagerReq &r) const
 	{
+		const v4::RtmBase h{{uint8_t(rtm_type(Type::EagerMsgRtm, r.tagged, false)), v4::kVersion, flags},
+				    r.msg_id};
+		static_assert(sizeof h == sizeof(v4::EagerRtm));
+		std::memcpy(b, &h, sizeof h);
+		size_t n = sizeof h;
+		if (r.tagged) {
+			std::memcpy(b + n, &r.tag, sizeof r.tag);
+			n += sizeof r.tag;
+		}
+		if (flags & v4::kReqCqData) {
+			std::memcpy(b + n, &r.data, sizeof r.data);
+			n += sizeof r.data;
+		}
+		if (flags & v4::kFlagConnId) {
+			std::memcpy(b + n, &cfg_.qkey, sizeof(uint32_t));
+			n += sizeof(uint32_t);
+		}
+		iov_to_buf(r.iov, r.count, 0, b + n, r.len);
+		return n + r.len;
+	}
+	/* Builds the EAGER REQ into pkt (bound for p) and posts it through `port` (`ready`:
+	 * tx_post_ready). */
+	template <class P> [[gnu::always_inline]] void send_eager(P &port, Pkt *pkt, Peer &p, uint16_t flags, const EagerReq &r,
+							     bool ready = false)
+	{
+		if (!r.dc && !(flags & v4::kReqRawAddr)) [[likely]] {
+			pkt->len = uint32_t(eager_fast(pkt->buf, flags, r));
+			if (ready)
+				port.tx_post_ready(pkt);
+			else
+				port.tx_post(pkt);
+			return;
+		}
 		v4::Writer w(pkt->buf, pkt->cap);
 		const Type t = rtm_type(Type::EagerMsgRtm, r.tagged, r.dc);
 		if (r.dc) {
@@ -312,6 +350,9 @@ private:
 	TxPort &port_;
 	Drops &drops_;
 	TxConfig cfg_;
+	/* The longest inject that is one EAGER packet with every optional header (at most
+	 * inject_size, which fi_enable already bounds so: rdm_limits). */
+	uint64_t inject_eager_ = 0;
 	ObjPool<TxOp> ops_;
 	IdTable<TxOp> ids_{true}; /* send_id / recv_id the peers answer to (marked: apart from the Receiver's) */
 	IList<TxOp> pending_;	/* long-CTS sends with a window to fill */
