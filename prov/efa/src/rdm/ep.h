@@ -164,10 +164,10 @@ struct Ep : EpBase {
 	bool enabling = false;
 	int close();
 
-	/* The application's operations: the endpoint's checks (ep.cpp, rma.cpp), then the
-	 * Sender or the Receiver. */
-	/* Inline: each fi_msg / fi_tagged entry point has it with its own constant
-	 * arguments (msg_ops.cpp, do_inject). */
+	/* The application's operations: the endpoint's checks (send and recv here, rma and
+	 * atomic in rma.cpp), then the Sender or the Receiver. send and recv are inline:
+	 * each fi_msg / fi_tagged entry point has them with its own constant arguments
+	 * (msg_ops.cpp, do_inject). */
 	[[gnu::always_inline]] ssize_t send(const SendArgs &a)
 	{
 		if (ssize_t r = check_start(a.tagged ? "fi_tsendmsg" : "fi_sendmsg", a.flags, kSendFlags))
@@ -183,7 +183,7 @@ struct Ep : EpBase {
 	}
 	ssize_t rma(const RmaArgs &a);
 	ssize_t atomic(const AtomicArgs &a);
-	/* Inline, as send. */
+	/* A receive: refused before fi_enable or without a receive CQ, else the Receiver. */
 	[[gnu::always_inline]] ssize_t recv(const RecvArgs &a)
 	{
 		if (!enabled || !rx_cq) [[unlikely]]
