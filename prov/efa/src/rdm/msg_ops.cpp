@@ -12,8 +12,10 @@ Ep *ep_of(fid_ep *f) { return fid_to<Ep>(&f->fid); }
 constexpr uint64_t kTxDefaultMask = FI_COMPLETION | FI_DELIVERY_COMPLETE | FI_TRANSMIT_COMPLETE | FI_INJECT_COMPLETE;
 
 /* `flags`: the call's own; `defaults`: which of the endpoint's op_flags it takes too
- * (none for the *msg calls, which pass all of theirs). */
-ssize_t do_send(fid_ep *f, const iovec *iov, void **desc, size_t count, fi_addr_t dest, uint64_t tag, uint64_t data,
+ * (none for the *msg calls, which pass all of theirs). Inlined into each call with
+ * Ep::send, so that a call's constants (one iov, no descriptor, FI_INJECT) fold into
+ * the path below (performance.md, "Instructions per small message"). */
+[[gnu::always_inline]] inline ssize_t do_send(fid_ep *f, const iovec *iov, void **desc, size_t count, fi_addr_t dest, uint64_t tag, uint64_t data,
 		uint64_t flags, uint64_t defaults, void *context, bool tagged)
 {
 	Ep *ep = ep_of(f);
@@ -24,21 +26,15 @@ ssize_t do_send(fid_ep *f, const iovec *iov, void **desc, size_t count, fi_addr_
 	return ep->send(SendArgs{iov, desc, count, dest, tag, data, flags, context, tagged});
 }
 
-/* The inject calls: one iov, no descriptor, no context, no defaults; inlined into each so
- * that these constants fold into the eager inject (performance.md, "Instructions per
- * small message"). */
+/* The inject calls: one iov, no descriptor, no context, no defaults. */
 [[gnu::always_inline]] inline ssize_t do_inject(fid_ep *f, const void *buf, size_t len, fi_addr_t dest, uint64_t tag,
 						uint64_t data, uint64_t flags, bool tagged)
 {
-	Ep *ep = ep_of(f);
-	if (!ep)
-		return -FI_EINVAL;
 	const iovec iov{const_cast<void *>(buf), len};
-	std::lock_guard g(ep->lock);
-	return ep->send(SendArgs{&iov, nullptr, 1, dest, tag, data, flags, nullptr, tagged});
+	return do_send(f, &iov, nullptr, 1, dest, tag, data, flags, 0, nullptr, tagged);
 }
 
-/* Inlined into each receive call, as do_inject. */
+/* Inlined into each receive call, as do_send. */
 [[gnu::always_inline]] inline ssize_t do_recv(fid_ep *f, const iovec *iov, void **desc, size_t count, fi_addr_t src, uint64_t tag, uint64_t ignore,
 		uint64_t flags, uint64_t defaults, void *context, bool tagged)
 {
