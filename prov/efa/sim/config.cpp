@@ -171,6 +171,9 @@ Config load()
 	uint64_t dma = 1;
 	parse_u64("EFASIM_LOOPBACK_DMA", 0, 1, dma, err);
 	c.loopback_dma = dma != 0;
+	uint64_t gso = 1;
+	parse_u64("EFASIM_GSO", 0, 1, gso, err);
+	c.gso = gso != 0;
 
 	/* The in-flight ring is indexed by seq & (window - 1). */
 	uint32_t w = 4;

@@ -56,6 +56,8 @@ struct efasim_stats {
 				    * and RDMA write bytes pulled from one (also in rdma_write_bytes) */
 	uint64_t dma_refused;      /* loopback DMA offers not taken (no proof, or the kernel
 				    * refused the copy): those streamed instead */
+	uint64_t tx_batches;       /* sendmsg calls that carried several datagrams (UDP_SEGMENT) */
+	uint64_t rx_coalesced;     /* datagrams that arrived in a coalesced buffer (UDP_GRO) */
 };
 
 /*

@@ -12,6 +12,7 @@
 #include "sim.h"
 
 #include <arpa/inet.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -276,6 +277,7 @@ int wr_complete(ibv_qp_ex *x)
 		err = EINVAL;
 	if (!err && !qp->batch->empty()) {
 		std::lock_guard<std::mutex> g(qp->rt->lock);
+		TxScope doorbell(qp->rt, qp->batch->size() > 1); /* the batch's datagrams leave together */
 		if (qp->sq_free.size() < qp->batch->size()) {
 			err = ENOMEM; /* send queue full: nothing of the batch is posted */
 		} else {
@@ -317,6 +319,12 @@ int open_socket(Runtime *rt, uint32_t &qpn_out)
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
 	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz))
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+	/* Datagrams a peer sent in one segmentation-offload buffer (Runtime::TxBatch) arrive
+	 * as that buffer, which drain cuts; without the option the kernel cuts it first. */
+	if (c.gso) {
+		int one = 1;
+		setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof one);
+	}
 	/* Start at a varying QPN so that a new process rarely reuses a recent one. */
 	static std::atomic<uint32_t> spread{uint32_t(getpid()) * 2654435761u};
 	uint32_t start = spread.fetch_add(7919) % c.max_qp;

@@ -15,6 +15,7 @@
 #include "sim.h"
 
 #include <arpa/inet.h>
+#include <netinet/udp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
@@ -39,11 +40,18 @@ thread_local bool t_in_engine;
 
 constexpr unsigned kRxBatch = 32;
 
+/* A receive slot holds one datagram, or with UDP_GRO one coalesced buffer (at most one
+ * IPv4 datagram's payload). */
 size_t rx_slot_size()
 {
 	const Config &c = config();
-	return (sizeof(WireHdr) + 64 + std::max(c.segment, c.mtu) + 63) & ~size_t(63);
+	const size_t one = (sizeof(WireHdr) + 64 + std::max(c.segment, c.mtu) + 63) & ~size_t(63);
+	return c.gso ? std::max<size_t>(one, 65536) : one;
 }
+
+constexpr size_t kRxCtl = CMSG_SPACE(sizeof(int));
+/* Datagrams one coalesced buffer may hold: UDP_MAX_SEGMENTS of current kernels. */
+constexpr unsigned kRxMaxSegs = 128;
 
 void dump_stats(const Runtime *rt)
 {
@@ -54,13 +62,14 @@ void dump_stats(const Runtime *rt)
 		"out-of-order %lu, malformed %lu, remote errors %lu, rdma read/write %lu/%lu B, "
 		"unsolicited %lu, hinted wrs %lu, faults drop/dup/delay %lu/%lu/%lu, peer timeouts %lu, "
 		"cq overruns %lu, engine wakeups %lu, poll drains %lu, ud sent/received/no-recv/dropped "
-		"%lu/%lu/%lu/%lu\n",
+		"%lu/%lu/%lu/%lu, batched sends %lu, coalesced receives %lu\n",
 		int(getpid()), rt->index, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes,
 		s.retransmits, s.acks_sent, s.rnr_naks_sent, s.rnr_naks_received, s.rnr_retries,
 		s.qkey_drops, s.duplicates, s.out_of_order, s.malformed, s.remote_errors,
 		s.rdma_read_bytes, s.rdma_write_bytes, s.unsolicited_recvs, s.hinted_wrs,
 		s.fault_dropped, s.fault_duplicated, s.fault_delayed, s.peer_timeouts, s.cq_overruns,
-		s.engine_wakeups, s.poll_drains, s.ud_sent, s.ud_received, s.ud_no_recv, s.ud_dropped);
+		s.engine_wakeups, s.poll_drains, s.ud_sent, s.ud_received, s.ud_no_recv, s.ud_dropped,
+		s.tx_batches, s.rx_coalesced);
 }
 
 /* Set by an atexit handler registered when the first device opens (so it runs before
@@ -128,6 +137,7 @@ Runtime *Runtime::acquire(int index)
 	rt->timer_hint = UINT64_MAX;
 	rt->engine_wake_at = UINT64_MAX;
 	rt->rng = c.seed * 0x9e3779b97f4a7c15ull + uint64_t(index) + 1;
+	rt->init_staging();
 	rt->epfd = epoll_create1(EPOLL_CLOEXEC);
 	rt->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (rt->epfd < 0 || rt->evfd < 0) {
@@ -329,61 +339,98 @@ void Runtime::engine_main()
 	}
 }
 
+/* The device's own staging memory, as a NIC has its own: built when the device opens,
+ * never grown. recvmmsg changes only each header's name and control lengths (drain
+ * resets them). */
+void Runtime::init_staging()
+{
+	const size_t slot = rx_slot_size();
+	rx_mem.resize(slot * kRxBatch);
+	rx_iov.resize(kRxBatch);
+	rx_from.resize(kRxBatch);
+	rx_msgs.resize(kRxBatch);
+	rx_ctl.resize(kRxCtl * kRxBatch);
+	for (unsigned i = 0; i < kRxBatch; i++) {
+		rx_iov[i] = {rx_mem.data() + i * slot, slot};
+		rx_msgs[i].msg_hdr = msghdr{};
+		rx_msgs[i].msg_hdr.msg_name = &rx_from[i];
+		rx_msgs[i].msg_hdr.msg_namelen = sizeof rx_from[i];
+		rx_msgs[i].msg_hdr.msg_iov = &rx_iov[i];
+		rx_msgs[i].msg_hdr.msg_iovlen = 1;
+		rx_msgs[i].msg_hdr.msg_control = rx_ctl.data() + i * kRxCtl;
+		rx_msgs[i].msg_hdr.msg_controllen = kRxCtl;
+	}
+	rx_dgrams.resize(kRxBatch * kRxMaxSegs);
+	rx_order.resize(rx_dgrams.size());
+	txb.arena.reset(new uint8_t[kGsoMaxBytes + kGsoMaxSegs * 4 * kTxSmall]);
+}
+
 void Runtime::drain(Qp *qp)
 {
 	const Config &c = config();
-	if (rx_mem.empty()) {
-		/* Built once: recvmmsg changes only each header's name length (reset below). */
-		const size_t slot = rx_slot_size();
-		rx_mem.resize(slot * kRxBatch);
-		rx_iov.resize(kRxBatch);
-		rx_from.resize(kRxBatch);
-		rx_msgs.resize(kRxBatch);
-		for (unsigned i = 0; i < kRxBatch; i++) {
-			rx_iov[i] = {rx_mem.data() + i * slot, slot};
-			rx_msgs[i].msg_hdr = msghdr{};
-			rx_msgs[i].msg_hdr.msg_name = &rx_from[i];
-			rx_msgs[i].msg_hdr.msg_namelen = sizeof rx_from[i];
-			rx_msgs[i].msg_hdr.msg_iov = &rx_iov[i];
-			rx_msgs[i].msg_hdr.msg_iovlen = 1;
-		}
-	}
 	if (!t_in_engine)
 		stats.poll_drains++;
 
 	mmsghdr *msgs = rx_msgs.data();
 	const iovec *iov = rx_iov.data();
 	const sockaddr_in *from = rx_from.data();
-	uint8_t order[kRxBatch];
+	RxDgram *dg = rx_dgrams.data();
+	uint16_t *order = rx_order.data();
+	const size_t room = rx_dgrams.size();
 
 	for (int round = 0; round < 8; round++) {
 		int n = recvmmsg(qp->fd, msgs, kRxBatch, MSG_DONTWAIT, nullptr);
 		if (n <= 0)
 			break;
-		for (int i = 0; i < n; i++)
-			msgs[i].msg_hdr.msg_namelen = sizeof rx_from[i];
+		unsigned nd = 0;
+		const unsigned paths = c.paths;
+		for (int i = 0; i < n; i++) {
+			msghdr &mh = msgs[i].msg_hdr;
+			uint32_t seg = 0;
+			for (cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+				if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
+					int v = 0;
+					std::memcpy(&v, CMSG_DATA(cm), sizeof v);
+					seg = v > 0 ? uint32_t(v) : 0;
+				}
+			mh.msg_namelen = sizeof rx_from[i];
+			mh.msg_controllen = kRxCtl;
+			const uint32_t total = msgs[i].msg_len;
+			if (!seg || seg >= total)
+				seg = total;
+			else
+				stats.rx_coalesced += (total + seg - 1) / seg;
+			uint32_t off = 0;
+			do {
+				if (nd == room) {
+					/* More segments than any kernel coalesces (UDP_GRO_CNT_MAX). */
+					stats.malformed++;
+					break;
+				}
+				const uint32_t len = std::min(seg, total - off);
+				const auto *h = reinterpret_cast<const WireHdr *>(static_cast<uint8_t *>(iov[i].iov_base) + off);
+				dg[nd++] = {off, len, uint8_t(i), uint8_t(len >= sizeof(WireHdr) ? h->path % paths : 0)};
+				off += len;
+			} while (off < total);
+		}
 		/*
 		 * The paths of a multipath network are separate queues: handle the batch path by
 		 * path, starting from a rotating path, so packets that were sent in one order over
 		 * several paths are seen in another, as on a real fabric.
 		 */
 		unsigned k = 0;
-		const unsigned paths = c.paths;
 		const unsigned start = rx_slot++ % paths;
 		for (unsigned r = 0; r < paths; r++) {
-			unsigned want = (start + r) % paths;
-			for (int i = 0; i < n; i++) {
-				const auto *h = reinterpret_cast<const WireHdr *>(iov[i].iov_base);
-				unsigned p = msgs[i].msg_len >= sizeof(WireHdr) ? h->path % paths : 0;
-				if (p == want)
-					order[k++] = uint8_t(i);
-			}
+			const unsigned want = (start + r) % paths;
+			for (unsigned d = 0; d < nd; d++)
+				if (dg[d].path == want)
+					order[k++] = uint16_t(d);
 		}
 		for (unsigned j = 0; j < k; j++) {
-			int i = order[j];
+			const RxDgram &d = dg[order[j]];
 			if (qp->destroying)
 				return;
-			process_datagram(qp, static_cast<uint8_t *>(iov[i].iov_base), msgs[i].msg_len, from[i]);
+			process_datagram(qp, static_cast<uint8_t *>(iov[d.slot].iov_base) + d.off, d.len, from[d.slot]);
 		}
 		if (n < int(kRxBatch))
 			break;
@@ -469,11 +516,75 @@ void Runtime::run_timers(uint64_t now)
 	timer_hint.store(next, std::memory_order_release);
 }
 
-void Runtime::xmit(Qp *qp, const sockaddr_in &to, const iovec *iov, int iovcnt)
+namespace {
+
+/* One datagram, the pieces of iov[first, last) of a batch, by itself. */
+void send_one(int fd, const sockaddr_in &to, const iovec *iov, size_t n)
+{
+	msghdr m{};
+	m.msg_name = const_cast<sockaddr_in *>(&to);
+	m.msg_namelen = sizeof to;
+	m.msg_iov = const_cast<iovec *>(iov);
+	m.msg_iovlen = n;
+	/* A full socket buffer or an ICMP error is loss: retransmission recovers it. */
+	ssize_t r = sendmsg(fd, &m, MSG_DONTWAIT);
+	(void)r;
+}
+
+} // namespace
+
+/*
+ * Whether datagram `bytes` long may join the batch for p: the kernel cuts a
+ * segmentation-offload buffer into equal segments, the last one possibly shorter.
+ */
+static bool batch_takes(const Runtime::TxBatch &b, const Peer *p, size_t bytes, int iovcnt)
+{
+	return b.peer == p && !b.closed && bytes <= b.seg && b.count < Runtime::kGsoMaxSegs &&
+	       b.bytes + bytes <= Runtime::kGsoMaxBytes && b.niov + unsigned(iovcnt) <= std::size(b.iov);
+}
+
+void Runtime::xmit(Qp *qp, const sockaddr_in &to, const iovec *iov, int iovcnt, Peer *p)
 {
 	size_t bytes = 0;
 	for (int i = 0; i < iovcnt; i++)
 		bytes += iov[i].iov_len;
+	stats.tx_packets++;
+	stats.tx_bytes += bytes;
+
+	const bool batch = p && txb.depth && !p->no_gso && config().gso && !faults_enabled() &&
+			   bytes <= kGsoMaxBytes;
+	if (batch) {
+		TxBatch &b = txb;
+		if (b.peer && !batch_takes(b, p, bytes, iovcnt))
+			flush_tx();
+		if (!b.peer) {
+			b.peer = p;
+			b.seg = uint32_t(bytes);
+		}
+		b.first[b.count++] = uint16_t(b.niov);
+		b.bytes += bytes;
+		b.closed = bytes < b.seg;
+		for (int i = 0; i < iovcnt; i++) {
+			iovec piece = iov[i];
+#if defined(__SANITIZE_THREAD__)
+			const bool copy = true; /* DMA reads out of ThreadSanitizer's sight (sim.h, dma_copy) */
+#else
+			/* Headers live on the caller's stack; payloads stay where they are until
+			 * flush_tx, within this hold of the lock (registered memory of an
+			 * outstanding work request, or of a key checked just now). */
+			const bool copy = piece.iov_len < kTxSmall;
+#endif
+			if (copy && piece.iov_len) {
+				uint8_t *at = b.arena.get() + b.arena_used;
+				dma_copy(at, piece.iov_base, piece.iov_len);
+				b.arena_used += piece.iov_len;
+				piece.iov_base = at;
+			}
+			b.iov[b.niov++] = piece;
+		}
+		return;
+	}
+
 #if defined(__SANITIZE_THREAD__)
 	/* DMA reads (sim.h, dma_copy): staged by the device, out of ThreadSanitizer's sight,
 	 * before sendmsg (which it instruments) reads them. */
@@ -485,18 +596,8 @@ void Runtime::xmit(Qp *qp, const sockaddr_in &to, const iovec *iov, int iovcnt)
 	iov = &one;
 	iovcnt = 1;
 #endif
-	stats.tx_packets++;
-	stats.tx_bytes += bytes;
-
 	if (!faults_enabled()) {
-		msghdr m{};
-		m.msg_name = const_cast<sockaddr_in *>(&to);
-		m.msg_namelen = sizeof to;
-		m.msg_iov = const_cast<iovec *>(iov);
-		m.msg_iovlen = size_t(iovcnt);
-		/* A full socket buffer or an ICMP error is loss: retransmission recovers it. */
-		ssize_t r = sendmsg(qp->fd, &m, MSG_DONTWAIT);
-		(void)r;
+		send_one(qp->fd, to, iov, size_t(iovcnt));
 		return;
 	}
 
@@ -544,6 +645,55 @@ void Runtime::xmit(Qp *qp, const sockaddr_in &to, const iovec *iov, int iovcnt)
 				kick();
 		}
 	}
+}
+
+void Runtime::flush_tx()
+{
+	TxBatch &b = txb;
+	if (!b.peer)
+		return;
+	Peer *p = b.peer;
+	const int fd = p->qp->fd;
+	b.first[b.count] = uint16_t(b.niov);
+	bool sent = false;
+	if (b.count > 1) {
+		msghdr m{};
+		m.msg_name = &p->sa;
+		m.msg_namelen = sizeof p->sa;
+		m.msg_iov = b.iov;
+		m.msg_iovlen = b.niov;
+		alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(uint16_t))] = {};
+		m.msg_control = ctl;
+		m.msg_controllen = sizeof ctl;
+		cmsghdr *cm = CMSG_FIRSTHDR(&m);
+		cm->cmsg_level = SOL_UDP;
+		cm->cmsg_type = UDP_SEGMENT;
+		cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+		const uint16_t seg = uint16_t(b.seg);
+		std::memcpy(CMSG_DATA(cm), &seg, sizeof seg);
+		const ssize_t r = sendmsg(fd, &m, MSG_DONTWAIT);
+		if (r >= 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
+			/* Sent, or lost as a whole to a full buffer (retransmission recovers it). */
+			stats.tx_batches++;
+			sent = true;
+		} else {
+			/* No offload toward this peer (a path MTU below the segment size, an old
+			 * kernel): datagram by datagram, now and from now on. */
+			SIM_INFO("QP %u -> %u: the kernel refused UDP segmentation offload (%s); sending "
+				 "datagram by datagram to this peer",
+				 p->qp->qpn, p->qpn, strerror(errno));
+			p->no_gso = true;
+		}
+	}
+	if (!sent)
+		for (unsigned i = 0; i < b.count; i++)
+			send_one(fd, p->sa, &b.iov[b.first[i]], size_t(b.first[i + 1] - b.first[i]));
+	b.peer = nullptr;
+	b.count = 0;
+	b.bytes = 0;
+	b.niov = 0;
+	b.closed = false;
+	b.arena_used = 0;
 }
 
 void Runtime::flush_held(uint64_t now, bool force)

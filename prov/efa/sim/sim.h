@@ -170,6 +170,7 @@ struct Config {
 	bool stats_dump;
 	bool copy_on_fork; /* EFASIM_COPY_ON_FORK: the kernel copies registered pages on fork (5.13+) */
 	bool loopback_dma; /* EFASIM_LOOPBACK_DMA: RDMA read between QPs of one device by one copy */
+	bool gso;          /* EFASIM_GSO: a doorbell's datagrams in one sendmsg (UDP_SEGMENT, UDP_GRO) */
 	int log_level;
 	std::string error; /* non-empty: a variable was invalid; devices are not offered */
 };
@@ -445,6 +446,7 @@ struct Peer {
 	uint32_t path_rr;
 	bool heard;            /* any packet ever received from this peer */
 	bool no_pull;          /* it refused to pull a write's data: stream to it (loopback DMA) */
+	bool no_gso;           /* the kernel refused segmentation offload toward it (TxBatch) */
 	uint64_t last_rx_ns;
 	uint32_t reads_waiting; /* local RDMA reads awaiting response data */
 	uint64_t rto_ns;
@@ -558,11 +560,47 @@ struct Runtime {
 	};
 	std::deque<Held> held;
 
+	/*
+	 * Transmit batching (Runtime::lock; runtime.cpp, TxScope). While a scope is open
+	 * (a doorbell of several work requests, a pump of several packets), consecutive
+	 * datagrams to one peer wait here
+	 * and leave in one sendmsg with UDP segmentation offload: the kernel's cost is per
+	 * call and per buffer, not per byte, and a NIC sends a doorbell's packets back to
+	 * back too. What is modelled does not change: every datagram is still one packet,
+	 * and the receiver sees them one by one (drain splits a coalesced buffer).
+	 */
+	static constexpr unsigned kGsoMaxSegs = 64;     /* UDP_MAX_SEGMENTS of older kernels */
+	static constexpr size_t kGsoMaxBytes = 65000;   /* one IPv4 datagram's payload, with room */
+	static constexpr size_t kTxSmall = 256;         /* pieces copied (headers), not referenced */
+	struct TxBatch {
+		unsigned depth;        /* open TxScopes */
+		Peer *peer;            /* destination of what is held; null: nothing */
+		unsigned count;        /* datagrams held */
+		size_t bytes;
+		uint32_t seg;          /* size of each but the last (the first's size) */
+		bool closed;           /* the last one is shorter than seg: nothing may follow */
+		unsigned niov;
+		iovec iov[kGsoMaxSegs * 4];
+		uint16_t first[kGsoMaxSegs + 1]; /* iov index of each datagram's first piece */
+		size_t arena_used;
+		std::unique_ptr<uint8_t[]> arena; /* copies of small pieces (ThreadSanitizer: all) */
+	} txb{};
+	void flush_tx();
+
 	/* receive staging (Runtime::lock) */
 	std::vector<uint8_t> rx_mem;
 	std::vector<mmsghdr> rx_msgs; /* drain's receive batch, over rx_mem */
 	std::vector<iovec> rx_iov;
 	std::vector<sockaddr_in> rx_from;
+	std::vector<uint8_t> rx_ctl;  /* each slot's control buffer (UDP_GRO's segment size) */
+	/* One receive batch's datagrams (a coalesced buffer holds several, cut at the
+	 * segment size the kernel reports), and the order drain handles them in. */
+	struct RxDgram {
+		uint32_t off, len;
+		uint8_t slot, path;
+	};
+	std::vector<RxDgram> rx_dgrams;
+	std::vector<uint16_t> rx_order;
 	uint32_t rx_slot;
 
 	/* engine */
@@ -580,11 +618,14 @@ struct Runtime {
 	static void release(Runtime *rt);
 	void engine_main();
 	void kick();
+	void init_staging();          /* at open: drain's and TxBatch's buffers */
 	void drain(Qp *qp);           /* Runtime::lock held */
 	void progress_cq(Cq *cq);      /* takes Runtime::lock */
 	void run_timers(uint64_t now); /* Runtime::lock held */
 	void arm_timer(Peer *p, uint64_t when); /* Runtime::lock held */
-	void xmit(Qp *qp, const sockaddr_in &to, const iovec *iov, int iovcnt); /* lock held */
+	/* Sends one datagram (lock held). With a peer, and a TxScope open, it may wait in
+	 * txb for the scope's end (flush_tx). */
+	void xmit(Qp *qp, const sockaddr_in &to, const iovec *iov, int iovcnt, Peer *p = nullptr);
 	void flush_held(uint64_t now, bool force);
 	void register_qp_fd(Qp *qp);
 	void unregister_qp_fd(Qp *qp);
@@ -611,6 +652,29 @@ struct Runtime {
 	/* --- device.cpp (Runtime::lock held) */
 	Mr *mr_lookup(uint32_t key);
 	bool pd_has_ah(Pd *pd, const Gid &gid, uint16_t *ahn);
+};
+
+/* Holds the datagrams sent while it lives, to leave as one sendmsg per peer
+ * (Runtime::TxBatch). Opened with Runtime::lock held; it must end before the lock is
+ * released (declare it after the lock's guard). */
+class TxScope {
+public:
+	/* `on` false: nothing (a single datagram gains nothing from waiting). */
+	explicit TxScope(Runtime *rt, bool on = true) : rt_(on ? rt : nullptr)
+	{
+		if (rt_)
+			rt_->txb.depth++;
+	}
+	~TxScope()
+	{
+		if (rt_ && --rt_->txb.depth == 0)
+			rt_->flush_tx();
+	}
+	TxScope(const TxScope &) = delete;
+	TxScope &operator=(const TxScope &) = delete;
+
+private:
+	Runtime *rt_;
 };
 
 /*

@@ -395,6 +395,8 @@ Peer *Runtime::peer_for(Qp *qp, const Gid &gid, uint32_t qpn, bool create)
 void Runtime::destroy_peers(Qp *qp)
 {
 	/* flush_qp() ran first: no job is queued or in flight any more. */
+	if (txb.peer && txb.peer->qp == qp)
+		flush_tx();
 	for (auto &[k, p] : qp->peers) {
 		if (p->active) {
 			auto it = std::find(active.begin(), active.end(), p);
@@ -511,7 +513,7 @@ void transmit(Runtime *rt, Peer *p, Inflight &f)
 	if (pull.pid)
 		h.flags |= PF_PULL;
 	iov[0] = {&h, sizeof h};
-	rt->xmit(p->qp, p->sa, iov, n);
+	rt->xmit(p->qp, p->sa, iov, n, p);
 }
 
 } // namespace
@@ -543,6 +545,10 @@ void Runtime::pump(Peer *p)
 {
 	const Config &c = config();
 	const uint64_t now = now_ns();
+	/* Several packets to emit (a multi-packet job, or more than one job queued: after
+	 * an acknowledgement opened the window): they leave together (TxBatch). */
+	const TxJob *h = p->txq_head;
+	TxScope batch(this, h && (h->qnext || h->pkts_total - h->pkts_sent > 1));
 	TxJob *prev = nullptr;
 	for (TxJob *job = p->txq_head; job;) {
 		bool blocked = false;
@@ -781,7 +787,7 @@ void Runtime::send_ack(Peer *p)
 	header(this, p, h, PKT_ACK, 0);
 	iovec iov{&h, sizeof h};
 	stats.acks_sent++;
-	xmit(p->qp, p->sa, &iov, 1);
+	xmit(p->qp, p->sa, &iov, 1, p);
 }
 
 void Runtime::send_nak(Peer *p, uint32_t seq, uint8_t status, uint8_t rnr_try)
@@ -793,7 +799,7 @@ void Runtime::send_nak(Peer *p, uint32_t seq, uint8_t status, uint8_t rnr_try)
 	nb.status = status;
 	nb.rnr_try = rnr_try;
 	iovec iov[2] = {{&h, sizeof h}, {&nb, sizeof nb}};
-	xmit(p->qp, p->sa, iov, 2);
+	xmit(p->qp, p->sa, iov, 2, p);
 }
 
 void Runtime::complete_send(SendOp *op)

@@ -589,3 +589,86 @@ Test(sim_send, receive_completions_report_sl_zero)
 	cr_assert(saw_imm || wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM);
 	cr_assert_eq(a.stats().sl_nonzero_wrs, 3u, "the sender's work requests carried its sl");
 }
+
+/*
+ * Batched sends (efasim(7)): the work requests of one doorbell leave toward their peer
+ * in one sendmsg with UDP segmentation offload and arrive as one buffer, which the
+ * device cuts back into datagrams. Doorbell 1: six full packets and a shorter last one
+ * (one batch). Doorbell 2: a short packet, then a full one (the short one closes its
+ * batch: two calls). Every message must arrive whole, in its own receive, whichever way
+ * it travelled; `batched` says whether the device was asked to batch.
+ */
+static void doorbell_batches(bool batched)
+{
+	constexpr int kFirst = 7, kAll = 9;
+	const uint32_t mtu = 8928;
+	const uint32_t sizes[kAll] = {mtu, mtu, mtu, mtu, mtu, mtu, 100, 100, mtu};
+	run_pair(
+		[&](Chan &ch) {
+			Node a;
+			Addr b = a.exchange(ch);
+			ibv_ah *ah = a.ah_for(b);
+			std::vector<uint8_t> buf(size_t(kAll) * mtu);
+			ibv_mr *mr = a.reg(buf.data(), buf.size());
+			for (int i = 0; i < kAll; i++)
+				fill(buf.data() + size_t(i) * mtu, sizes[i], uint32_t(40 + i));
+			ch.sync(1); /* receives are posted */
+			for (auto [from, to] : {std::pair{0, kFirst}, std::pair{kFirst, kAll}}) {
+				ibv_wr_start(a.qpx);
+				for (int i = from; i < to; i++) {
+					a.qpx->wr_id = uint64_t(i);
+					a.qpx->wr_flags = IBV_SEND_SIGNALED;
+					ibv_wr_send(a.qpx);
+					ibv_wr_set_sge(a.qpx, mr->lkey, uintptr_t(buf.data() + size_t(i) * mtu), sizes[i]);
+					ibv_wr_set_ud_addr(a.qpx, ah, b.qpn, b.qkey);
+				}
+				cr_assert_eq(ibv_wr_complete(a.qpx), 0);
+			}
+			auto c = a.wait(kAll);
+			cr_assert_eq(c.size(), size_t(kAll));
+			for (auto &e : c)
+				cr_assert_eq(e.status, IBV_WC_SUCCESS, "send %lu: status %d", (unsigned long)e.wr_id, e.status);
+			const efasim_stats s = a.stats();
+			if (batched)
+				cr_assert_geq(s.tx_batches, 1u, "the first doorbell's seven packets left one by one");
+			else
+				cr_assert_eq(s.tx_batches, 0u);
+			ch.sync(2);
+		},
+		[&](Chan &ch) {
+			Node b;
+			b.exchange(ch);
+			std::vector<uint8_t> buf(size_t(kAll) * mtu);
+			ibv_mr *mr = b.reg(buf.data(), buf.size());
+			for (int i = 0; i < kAll; i++)
+				PEER_CHECK(b.post_recv(mr, buf.data() + size_t(i) * mtu, mtu, uint64_t(i)) == 0);
+			ch.sync(1);
+			auto c = b.wait(kAll);
+			PEER_CHECK(c.size() == size_t(kAll));
+			/* Receives are consumed in arrival order: find each message by its length
+			 * and contents, each exactly once. */
+			bool seen[kAll] = {};
+			for (auto &e : c) {
+				PEER_CHECK(e.status == IBV_WC_SUCCESS && e.opcode == IBV_WC_RECV);
+				const uint8_t *p = buf.data() + e.wr_id * mtu;
+				int found = -1;
+				for (int i = 0; i < kAll && found < 0; i++)
+					if (!seen[i] && sizes[i] == e.byte_len && check(p, e.byte_len, uint32_t(40 + i)))
+						found = i;
+				PEER_CHECK(found >= 0);
+				seen[found] = true;
+			}
+			const efasim_stats s = b.stats();
+			/* At least the first doorbell's seven arrive in one buffer. */
+			PEER_CHECK(batched ? s.rx_coalesced >= uint64_t(kFirst) : s.rx_coalesced == 0);
+			ch.sync(2);
+			return 0;
+		});
+}
+
+Test(sim_send, one_doorbell_leaves_in_one_system_call) { doorbell_batches(true); }
+
+Test(sim_send, batching_off_sends_datagram_by_datagram, .init = [] { setenv("EFASIM_GSO", "0", 1); })
+{
+	doorbell_batches(false);
+}
