@@ -63,7 +63,7 @@ void open_pair(bool shm)
 	fitest::open_pair(g_fab, g_info, g_ini, g_tgt, 1024);
 }
 
-/* Every protocol on the software device: eager, medium (up to 16 KiB), read-based. */
+/* Every protocol on the software device: eager, medium (up to 64 KiB), read-based. */
 constexpr size_t kSizes[] = {64, 4000, 12000, 65536, 300000, 1 << 20};
 constexpr size_t kMsgs = 48;	  /* tagged messages */
 constexpr size_t kRma = 24;	  /* writes, each read back */

@@ -2,8 +2,9 @@
 /*
  * The QP features an endpoint relies on, through the public libfabric API on the
  * software device: what the endpoint's mode needs is never silently dropped, processing
- * hints reach the device on the operations they apply to, and unsolicited write receive
- * can be turned off (FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV, FI_EFA_USE_UNSOLICITED_WRITE_RECV).
+ * hints reach the device on the operations they apply to, unsolicited write receive
+ * can be turned off (FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV, FI_EFA_USE_UNSOLICITED_WRITE_RECV),
+ * and a message's packets are posted behind one doorbell.
  *
  * Two endpoints of two domains in one process; reading both CQs drives both (manual
  * progress). Each Criterion test runs in its own process.
@@ -33,7 +34,7 @@
 
 namespace {
 
-constexpr size_t kBuf = 4096;
+constexpr size_t kBuf = 65536;
 
 struct Side {
 	fid_domain *dom = nullptr;
@@ -298,6 +299,30 @@ Test(qp_features, rdm_hints_on_device_rdma_writes, .fini = close_world)
 	open_world("efa", FI_CONTEXT | FI_CONTEXT2);
 	warm_up();
 	hints_on_writes_only();
+}
+
+/* A MEDIUM message's segments are posted behind one doorbell, which the software device
+ * sends with one system call (efasim(7), BATCHED SENDS); the message arrives whole. */
+Test(qp_features, rdm_medium_message_rings_one_doorbell, .fini = close_world)
+{
+	open_world("efa", FI_CONTEXT | FI_CONTEXT2);
+	warm_up();
+	constexpr size_t kLen = 40000; /* five segments: MEDIUM up to 64 KiB */
+	for (size_t i = 0; i < kLen; i++)
+		g.ini.buf[i] = uint8_t(i * 13 + i / 251);
+	const efasim_stats before = device_stats();
+	fi_context2 rctx{}, sctx{};
+	cr_assert_eq(fi_recv(g.tgt.ep, g.tgt.buf.data(), kLen, g.tgt.desc(), FI_ADDR_UNSPEC, &rctx), 0);
+	cr_assert_eq(fi_send(g.ini.ep, g.ini.buf.data(), kLen, g.ini.desc(), g.ini.peer, &sctx), 0);
+	fi_cq_data_entry e = next(g.tgt);
+	cr_assert_eq(e.op_context, &rctx);
+	cr_assert_eq(e.len, kLen);
+	cr_assert_eq(memcmp(g.tgt.buf.data(), g.ini.buf.data(), kLen), 0, "data");
+	cr_assert_eq(next(g.ini).op_context, &sctx);
+	const efasim_stats after = device_stats();
+	cr_assert_geq(after.tx_packets - before.tx_packets, 5u);
+	cr_assert_geq(after.tx_batches - before.tx_batches, 1u, "the segments were posted one doorbell each");
+	cr_assert_geq(after.rx_coalesced - before.rx_coalesced, 5u, "the segments did not arrive as one batch");
 }
 
 namespace {

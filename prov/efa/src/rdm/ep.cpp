@@ -272,12 +272,14 @@ int Ep::enable()
 	const Params &prm = params();
 	mtu = dev.mtu();
 	inject_size = std::min(info->tx_attr->inject_size, rdm_limits(dev).inject);
-	/* Protocol thresholds: upstream's on hardware. The software device moves an RDMA read
-	 * in datagrams of up to 32 KiB and a packet in one MTU each, so there the read-based
-	 * protocol pays from 16 KiB (performance.md, "Protocol thresholds"). */
+	/* Protocol thresholds: upstream's on hardware. The software device sends a medium
+	 * message's packets, posted behind one doorbell, in one system call, and serves an
+	 * RDMA read between two of its processes with one copy: there medium pays up to
+	 * 64 KiB as on hardware, and the read-based protocol right above it, where hardware
+	 * uses long-CTS up to 1 MiB (performance.md, "Protocol thresholds"). */
 	const bool sw = dev.software();
-	max_medium = prm.max_medium_msg_size != kParamUnset ? prm.max_medium_msg_size : sw ? 16384 : 65536;
-	min_read = prm.min_read_msg_size != kParamUnset ? prm.min_read_msg_size : sw ? 16384 : 1048576;
+	max_medium = prm.max_medium_msg_size != kParamUnset ? prm.max_medium_msg_size : 65536;
+	min_read = prm.min_read_msg_size != kParamUnset ? prm.min_read_msg_size : sw ? 65536 : 1048576;
 	/* Toward upstream's provider, upstream's defaults unless set: with a truncating
 	 * receive it sends no EOR for a 64 KiB read-based message (interop matrix, ft_tagged
 	 * -L), a size its own sender never reads. */

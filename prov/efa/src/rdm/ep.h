@@ -55,6 +55,8 @@ public:
 	Pkt *tx_buf(Peer &p) override;
 	void tx_post(Pkt *pkt) override;
 	void tx_post_ready(Pkt *pkt) override;
+	void tx_post_more(Pkt *pkt) override;
+	void tx_ring() override;
 	void tx_put(Pkt *pkt) override;
 	void tx_handshake(Peer &p) override;
 	int tx_read_key(void *buf, size_t len, void *desc, InternalMr &reg, uint64_t &key) override;
@@ -393,6 +395,16 @@ struct Ep : EpBase {
 		const int r = io.send(pkt);
 		return r ? post_failed(pkt, r) : 0;
 	}
+	/* post() in a burst (PacketIo::send_more): the doorbell waits for ring(). */
+	void post_more(Pkt *pkt)
+	{
+		const Peer &p = *pkt->peer;
+		if (p.dead || p.released || held_back(p)) [[unlikely]]
+			post_held(pkt);
+		else
+			io.send_more(pkt);
+	}
+	void ring();
 	/* post() to a peer that is gone, or backing off. */
 	int post_held(Pkt *pkt);
 	/* The device refused the post with r: queued when its send queue is full, else the
@@ -424,6 +436,8 @@ struct Ep : EpBase {
 inline Pkt *EpTxPort::tx_buf(Peer &p) { return ep_.tx_pkt(p, nullptr); }
 inline void EpTxPort::tx_post(Pkt *pkt) { ep_.post(pkt); }
 inline void EpTxPort::tx_post_ready(Pkt *pkt) { ep_.post_ready(pkt); }
+inline void EpTxPort::tx_post_more(Pkt *pkt) { ep_.post_more(pkt); }
+inline void EpTxPort::tx_ring() { ep_.ring(); }
 
 /* Inline: the arrival shortcut (Ep::rx_eager) calls them through the final port. */
 inline void EpRxPort::rx_complete(const fi_cq_tagged_entry &e, fi_addr_t src)

@@ -213,23 +213,65 @@ PacketIo::~PacketIo()
 
 void PacketIo::posted(Peer &p) { p.posted++; }
 
+/* count_sent() undone: the device refused the burst at its doorbell. */
+void PacketIo::uncount_sent(Pkt *pkt)
+{
+	Peer &p = *pkt->peer;
+	p.posted--;
+	const uint8_t type = pkt->len ? pkt->buf[0] : 0;
+	stats.tx_pkts[type]--;
+	stats.tx_bytes[type] -= pkt->len;
+	p.tx_pkts--;
+	p.tx_bytes -= pkt->len;
+	if (pkt->rnr_tries) {
+		stats.rnr_resent--;
+		p.rnr_resent--;
+	}
+}
+
+inline void PacketIo::count_sent(Pkt *pkt)
+{
+	Peer &p = *pkt->peer;
+	posted(p);
+	const uint8_t type = pkt->len ? pkt->buf[0] : 0;
+	stats.tx_pkts[type]++;
+	stats.tx_bytes[type] += pkt->len;
+	p.tx_pkts++;
+	p.tx_bytes += pkt->len;
+	if (pkt->rnr_tries) {
+		stats.rnr_resent++;
+		p.rnr_resent++;
+	}
+}
+
 int PacketIo::send(Pkt *pkt)
 {
 	Peer &p = *pkt->peer;
 	const verbs::Sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->len, pkt->lkey};
 	const int r = qp_->send(reinterpret_cast<uint64_t>(pkt), p.dest, {&sge, 1}, 0, 0);
-	if (!r) {
-		posted(p);
-		const uint8_t type = pkt->len ? pkt->buf[0] : 0;
-		stats.tx_pkts[type]++;
-		stats.tx_bytes[type] += pkt->len;
-		p.tx_pkts++;
-		p.tx_bytes += pkt->len;
-		if (pkt->rnr_tries) {
-			stats.rnr_resent++;
-			p.rnr_resent++;
-		}
+	if (!r)
+		count_sent(pkt);
+	return r;
+}
+
+void PacketIo::send_more(Pkt *pkt)
+{
+	const verbs::Sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->len, pkt->lkey};
+	/* Builds the work request only: errors come at the doorbell. */
+	(void)qp_->send(reinterpret_cast<uint64_t>(pkt), pkt->peer->dest, {&sge, 1}, 0, verbs::kMore);
+	count_sent(pkt);
+	burst_.push_back(pkt);
+}
+
+int PacketIo::ring(std::vector<Pkt *> &refused)
+{
+	const int r = qp_->flush();
+	if (r) {
+		for (Pkt *pkt : burst_)
+			uncount_sent(pkt);
+		refused.swap(burst_);
 	}
+	burst_.clear();
 	return r;
 }
 

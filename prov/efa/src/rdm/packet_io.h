@@ -115,6 +115,12 @@ public:
 	/* Sends a built packet to pkt->peer now: 0, -ENOMEM (the send queue is full) or
 	 * the device's error. */
 	int send(Pkt *pkt);
+	/* A burst: packets sent with send_more() leave with one doorbell, rung by ring()
+	 * (nothing else may post in between). The device takes the whole batch or none of
+	 * it: ring() returns 0, or its error with the packets back in `refused` (counted
+	 * as never sent), for the caller to queue or fail. */
+	void send_more(Pkt *pkt);
+	int ring(std::vector<Pkt *> &refused);
 	/* A work request (a send, or an RDMA read or write posted by the caller) to `p`
 	 * is on the device / came back. */
 	static void posted(Peer &p);
@@ -142,7 +148,12 @@ public:
 	} stats;
 
 private:
+	/* The statistics of a packet on the device (inline in packet_io.cpp: every send
+	 * takes it). */
+	[[gnu::always_inline]] inline void count_sent(Pkt *pkt);
+	void uncount_sent(Pkt *pkt);
 	verbs::Qp *qp_ = nullptr;
+	std::vector<Pkt *> burst_; /* sent with send_more, doorbell not rung yet */
 	PktPool tx_, rx_;
 	size_t size_ = 0;
 	size_t copy_max_ = SIZE_MAX; /* FI_EFA_RX_COPY_MAX */

@@ -148,6 +148,14 @@ int Ep::post_held(Pkt *pkt)
 	return 0;
 }
 
+void Ep::ring()
+{
+	std::vector<Pkt *> refused;
+	if (const int r = io.ring(refused))
+		for (Pkt *pkt : refused)
+			post_failed(pkt, r);
+}
+
 int Ep::post_failed(Pkt *pkt, int r)
 {
 	if (r != -ENOMEM) {

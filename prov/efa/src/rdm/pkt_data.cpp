@@ -48,8 +48,9 @@ void Sender::pump(TxOp &op)
 		pkt->len = uint32_t(w.size());
 		op.sent += n;
 		op.window -= n;
-		port_.tx_post(pkt);
+		port_.tx_post_more(pkt);
 	}
+	port_.tx_ring(); /* the window's packets behind one doorbell */
 	const bool more = op.window && op.sent < op.len && !op.err;
 	if (more && !op.on_list())
 		pending_.push_back(&op);

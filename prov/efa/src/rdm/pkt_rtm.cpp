@@ -56,8 +56,10 @@ void Sender::post_medium(TxOp &op, uint16_t flags, size_t seg)
 		iov_to_buf(op.iov, op.iov_count, off, w.reserve(n), n);
 		pkt->len = uint32_t(w.size());
 		op.sent += n;
-		port_.tx_post(pkt);
+		port_.tx_post_more(pkt);
 	}
+	/* All segments behind one doorbell: the device sends them back to back. */
+	port_.tx_ring();
 	release(op);
 }
 

@@ -48,6 +48,11 @@ public:
 	/* tx_post of a packet to a peer that tx_peer let through just before, with nothing
 	 * in between that changes the peer (an inject): no second look at it. */
 	virtual void tx_post_ready(Pkt *pkt) { tx_post(pkt); }
+	/* A burst of one operation's packets: tx_post_more for each, then tx_ring, which
+	 * rings one doorbell for them all (a refused packet fails its operation, as in
+	 * tx_post). Nothing else may post in between. */
+	virtual void tx_post_more(Pkt *pkt) { tx_post(pkt); }
+	virtual void tx_ring() {}
 	/* A buffer taken and not used after all. */
 	virtual void tx_put(Pkt *pkt) = 0;
 	/* Our HANDSHAKE to p (the first packet to a peer goes after it). */
