@@ -4,7 +4,7 @@
 # recovers the losses; the protocol sees more reordering and receiver-not-ready.
 # It runs with the protocol thresholds of EFA hardware (medium to 64 KiB, clear-to-send
 # windows to 1 MiB, read-based beyond), where the plain suite has the software device's
-# (read-based beyond 16 KiB): between them every protocol is sent by us, under faults and
+# (read-based beyond 64 KiB): between them every protocol is sent by us, under faults and
 # without.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)

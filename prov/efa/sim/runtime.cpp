@@ -360,9 +360,24 @@ void Runtime::init_staging()
 		rx_msgs[i].msg_hdr.msg_control = rx_ctl.data() + i * kRxCtl;
 		rx_msgs[i].msg_hdr.msg_controllen = kRxCtl;
 	}
+	rx_scratch.resize(slot);
 	rx_dgrams.resize(kRxBatch * kRxMaxSegs);
 	rx_order.resize(rx_dgrams.size());
-	txb.arena.reset(new uint8_t[kGsoMaxBytes + kGsoMaxSegs * 4 * kTxSmall]);
+	/* What a batch copies is part of its bytes (batch_takes bounds them). */
+	txb.arena.reset(new uint8_t[kGsoMaxBytes]);
+	/* A kernel without UDP segmentation offload (before 4.18) would ignore the control
+	 * message and send a batch as one datagram: ask it first. */
+	gso_ok = false;
+	if (config().gso) {
+		const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		int seg = 0;
+		socklen_t len = sizeof seg;
+		gso_ok = fd >= 0 && getsockopt(fd, SOL_UDP, UDP_SEGMENT, &seg, &len) == 0;
+		if (fd >= 0)
+			close(fd);
+		if (!gso_ok)
+			SIM_INFO("the kernel has no UDP segmentation offload: every datagram is sent by itself");
+	}
 }
 
 void Runtime::drain(Qp *qp)
@@ -408,8 +423,9 @@ void Runtime::drain(Qp *qp)
 					break;
 				}
 				const uint32_t len = std::min(seg, total - off);
-				const auto *h = reinterpret_cast<const WireHdr *>(static_cast<uint8_t *>(iov[i].iov_base) + off);
-				dg[nd++] = {off, len, uint8_t(i), uint8_t(len >= sizeof(WireHdr) ? h->path % paths : 0)};
+				const uint8_t *at = static_cast<uint8_t *>(iov[i].iov_base) + off;
+				dg[nd++] = {off, len, uint8_t(i),
+					    uint8_t(len >= sizeof(WireHdr) ? at[offsetof(WireHdr, path)] % paths : 0)};
 				off += len;
 			} while (off < total);
 		}
@@ -430,7 +446,14 @@ void Runtime::drain(Qp *qp)
 			const RxDgram &d = dg[order[j]];
 			if (qp->destroying)
 				return;
-			process_datagram(qp, static_cast<uint8_t *>(iov[d.slot].iov_base) + d.off, d.len, from[d.slot]);
+			const uint8_t *at = static_cast<uint8_t *>(iov[d.slot].iov_base) + d.off;
+			if (reinterpret_cast<uintptr_t>(at) % alignof(WireHdr)) {
+				/* Cut out of a coalesced buffer at an offset the header cannot be read
+				 * at in place (datagrams whose size is not a multiple of 8). */
+				std::memcpy(rx_scratch.data(), at, d.len);
+				at = rx_scratch.data();
+			}
+			process_datagram(qp, at, d.len, from[d.slot]);
 		}
 		if (n < int(kRxBatch))
 			break;
@@ -551,12 +574,15 @@ void Runtime::xmit(Qp *qp, const sockaddr_in &to, const iovec *iov, int iovcnt, 
 	stats.tx_packets++;
 	stats.tx_bytes += bytes;
 
-	const bool batch = p && txb.depth && !p->no_gso && config().gso && !faults_enabled() &&
-			   bytes <= kGsoMaxBytes;
+	TxBatch &b = txb;
+	bool batch = p && b.depth && !p->no_gso && gso_ok && !faults_enabled() && bytes <= kGsoMaxBytes;
+	if (batch && b.peer && !batch_takes(b, p, bytes, iovcnt)) {
+		flush_tx();
+		batch = !p->no_gso; /* that flush may have found the offload refused */
+	}
+	if (!batch && p && b.peer == p)
+		flush_tx(); /* what waits for p leaves first: no datagram overtakes */
 	if (batch) {
-		TxBatch &b = txb;
-		if (b.peer && !batch_takes(b, p, bytes, iovcnt))
-			flush_tx();
 		if (!b.peer) {
 			b.peer = p;
 			b.seg = uint32_t(bytes);
@@ -672,17 +698,21 @@ void Runtime::flush_tx()
 		const uint16_t seg = uint16_t(b.seg);
 		std::memcpy(CMSG_DATA(cm), &seg, sizeof seg);
 		const ssize_t r = sendmsg(fd, &m, MSG_DONTWAIT);
-		if (r >= 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
-			/* Sent, or lost as a whole to a full buffer (retransmission recovers it). */
-			stats.tx_batches++;
-			sent = true;
-		} else {
-			/* No offload toward this peer (a path MTU below the segment size, an old
-			 * kernel): datagram by datagram, now and from now on. */
+		const int err = r < 0 ? errno : 0;
+		if (err == EINVAL || err == EIO || err == EMSGSIZE || err == ENOPROTOOPT || err == EOPNOTSUPP) {
+			/* No offload toward this peer (EINVAL: a path MTU below the segment size;
+			 * EIO: no checksum offload on its route): datagram by datagram, now and
+			 * from now on. */
 			SIM_INFO("QP %u -> %u: the kernel refused UDP segmentation offload (%s); sending "
 				 "datagram by datagram to this peer",
-				 p->qp->qpn, p->qpn, strerror(errno));
+				 p->qp->qpn, p->qpn, strerror(err));
 			p->no_gso = true;
+		} else {
+			/* Sent, or lost as a whole (a full buffer, an unreachable network), as a
+			 * single datagram would be: retransmission recovers it. */
+			if (!err)
+				stats.tx_batches++;
+			sent = true;
 		}
 	}
 	if (!sent)

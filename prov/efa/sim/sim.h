@@ -586,6 +586,7 @@ struct Runtime {
 		std::unique_ptr<uint8_t[]> arena; /* copies of small pieces (ThreadSanitizer: all) */
 	} txb{};
 	void flush_tx();
+	bool gso_ok; /* EFASIM_GSO and the kernel has UDP_SEGMENT (init_staging) */
 
 	/* receive staging (Runtime::lock) */
 	std::vector<uint8_t> rx_mem;
@@ -600,6 +601,7 @@ struct Runtime {
 		uint8_t slot, path;
 	};
 	std::vector<RxDgram> rx_dgrams;
+	std::vector<uint8_t> rx_scratch; /* a cut datagram whose header is not aligned */
 	std::vector<uint16_t> rx_order;
 	uint32_t rx_slot;
 

@@ -47,7 +47,7 @@ struct fi_provider;
 	X(min_read_msg_size, "inter_min_read_message_size", SIZE, "",                                      \
 	  "efa fabric: smallest message sent with the read-based protocol (the receiver RDMA-reads the "    \
 	  "sender's buffer) when both devices have RDMA read. Unset: 1048576 on EFA hardware (as "          \
-	  "upstream), 65536 on the software device")                                                        \
+	  "upstream), 65536 on the software device (medium comes first: from 65537 there)")           \
 	X(timeout_interval, "timeout_interval", SIZE, "0",                                                    \
 	  "efa fabric: first backoff after a receiver-not-ready, in microseconds (0: random 40-120)")       \
 	X(max_timeout, "max_timeout", SIZE, "1000000",                                                        \

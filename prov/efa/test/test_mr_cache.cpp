@@ -321,7 +321,7 @@ Test(mr_cache_e2e, unmapped_and_remapped_buffer_sends_its_new_contents)
 		cr_assert_eq(fi_getname(&x.ep->fid, name, &nl), 0);
 		cr_assert_eq(fi_av_insert(av, name, 1, &x.addr, 0, nullptr), 1);
 	}
-	/* Read-based on the software device (beyond 16 KiB), from and to buffers without
+	/* Read-based on the software device (beyond 64 KiB), from and to buffers without
 	 * descriptors: both ends register through the cache. */
 	const size_t len = 256 * 1024;
 	auto *src = static_cast<uint8_t *>(map(len));
