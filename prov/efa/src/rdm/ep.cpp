@@ -502,6 +502,16 @@ bool EpTxPort::tx_device_ok(const TxOp &op)
 	return true;
 }
 
+bool EpTxPort::tx_data_lkey(void *desc, const void *buf, size_t len, uint32_t &lkey)
+{
+	const Mr *mr = mr_from_desc(desc, ep_.dom);
+	const uintptr_t a = reinterpret_cast<uintptr_t>(buf);
+	if (!mr || ep_.qp.features().max_send_sge < 2 || a < mr->addr || a - mr->addr + len > mr->len)
+		return false;
+	lkey = mr->vmr.lkey();
+	return true;
+}
+
 int EpTxPort::tx_rdma(Pkt *pkt, const TxOp &op, bool write, uint64_t off, uint64_t len, uint64_t raddr, uint32_t rkey)
 {
 	verbs::Sge sge[kMaxRmaIov];

@@ -57,6 +57,7 @@ public:
 	void tx_post_ready(Pkt *pkt) override;
 	void tx_post_more(Pkt *pkt) override;
 	void tx_ring() override;
+	bool tx_data_lkey(void *desc, const void *buf, size_t len, uint32_t &lkey) override;
 	void tx_put(Pkt *pkt) override;
 	void tx_handshake(Peer &p) override;
 	int tx_read_key(void *buf, size_t len, void *desc, InternalMr &reg, uint64_t &key) override;

@@ -56,6 +56,7 @@ Pkt *PktPool::get()
 	free_ = p->next_free;
 	avail_--;
 	p->len = 0;
+	p->data_len = 0;
 	p->rnr_tries = 0;
 	p->queued = false;
 	p->probe = false;
@@ -219,25 +220,26 @@ void PacketIo::uncount_sent(Pkt *pkt)
 	Peer &p = *pkt->peer;
 	p.posted--;
 	const uint8_t type = pkt->len ? pkt->buf[0] : 0;
+	const uint32_t bytes = pkt->len + pkt->data_len;
 	stats.tx_pkts[type]--;
-	stats.tx_bytes[type] -= pkt->len;
+	stats.tx_bytes[type] -= bytes;
 	p.tx_pkts--;
-	p.tx_bytes -= pkt->len;
+	p.tx_bytes -= bytes;
 	if (pkt->rnr_tries) {
 		stats.rnr_resent--;
 		p.rnr_resent--;
 	}
 }
 
-inline void PacketIo::count_sent(Pkt *pkt)
+inline void PacketIo::count_sent(Pkt *pkt, uint32_t bytes)
 {
 	Peer &p = *pkt->peer;
 	posted(p);
 	const uint8_t type = pkt->len ? pkt->buf[0] : 0;
 	stats.tx_pkts[type]++;
-	stats.tx_bytes[type] += pkt->len;
+	stats.tx_bytes[type] += bytes;
 	p.tx_pkts++;
-	p.tx_bytes += pkt->len;
+	p.tx_bytes += bytes;
 	if (pkt->rnr_tries) {
 		stats.rnr_resent++;
 		p.rnr_resent++;
@@ -246,20 +248,35 @@ inline void PacketIo::count_sent(Pkt *pkt)
 
 int PacketIo::send(Pkt *pkt)
 {
+	if (pkt->data_len) [[unlikely]]
+		return post_sges(pkt, 0);
 	Peer &p = *pkt->peer;
 	const verbs::Sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->len, pkt->lkey};
 	const int r = qp_->send(reinterpret_cast<uint64_t>(pkt), p.dest, {&sge, 1}, 0, 0);
 	if (!r)
-		count_sent(pkt);
+		count_sent(pkt, pkt->len);
+	return r;
+}
+
+/* A send of pkt with its payload in place (Pkt::data) when it has one, `flags` for the
+ * verbs layer (kMore: the doorbell waits). */
+int PacketIo::post_sges(Pkt *pkt, uint32_t flags)
+{
+	verbs::Sge sge[2];
+	sge[0] = {reinterpret_cast<uintptr_t>(pkt->buf), pkt->len, pkt->lkey};
+	size_t n = 1;
+	if (pkt->data_len)
+		sge[n++] = {reinterpret_cast<uintptr_t>(pkt->data), pkt->data_len, pkt->data_lkey};
+	const int r = qp_->send(reinterpret_cast<uint64_t>(pkt), pkt->peer->dest, {sge, n}, 0, flags);
+	if (!r)
+		count_sent(pkt, pkt->len + pkt->data_len);
 	return r;
 }
 
 void PacketIo::send_more(Pkt *pkt)
 {
-	const verbs::Sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->len, pkt->lkey};
 	/* Builds the work request only: errors come at the doorbell. */
-	(void)qp_->send(reinterpret_cast<uint64_t>(pkt), pkt->peer->dest, {&sge, 1}, 0, verbs::kMore);
-	count_sent(pkt);
+	(void)post_sges(pkt, verbs::kMore);
 	burst_.push_back(pkt);
 }
 

@@ -55,6 +55,11 @@ struct Pkt : IListNode<Pkt>, ReorderLink<Pkt> {
 	Peer *peer = nullptr; /* tx: destination; copy: sender */
 	TxOp *op = nullptr;   /* tx: the operation it carries data of (null: control) */
 	MsgRx *msg = nullptr; /* tx: the message an RDMA read (LONGREAD) fetches for */
+	/* tx: payload sent from the application's registered memory after buf[0, len), as a
+	 * second SGE (Sender::payload_ref), instead of copied into buf. */
+	const uint8_t *data = nullptr;
+	uint32_t data_len = 0;
+	uint32_t data_lkey = 0;
 	Pkt *next_free = nullptr;
 };
 
@@ -150,7 +155,8 @@ public:
 private:
 	/* The statistics of a packet on the device (inline in packet_io.cpp: every send
 	 * takes it). */
-	[[gnu::always_inline]] inline void count_sent(Pkt *pkt);
+	[[gnu::always_inline]] inline void count_sent(Pkt *pkt, uint32_t bytes);
+	int post_sges(Pkt *pkt, uint32_t flags);
 	void uncount_sent(Pkt *pkt);
 	verbs::Qp *qp_ = nullptr;
 	std::vector<Pkt *> burst_; /* sent with send_more, doorbell not rung yet */

@@ -44,7 +44,7 @@ void Sender::pump(TxOp &op)
 			w.u32(cfg_.qkey);
 			w.u32(0);
 		}
-		iov_to_buf(op.iov, op.iov_count, op.sent, w.reserve(n), n);
+		payload(pkt, op, op.sent, n, w);
 		pkt->len = uint32_t(w.size());
 		op.sent += n;
 		op.window -= n;

@@ -27,6 +27,26 @@ void Sender::post_eager(TxOp &op, uint16_t flags)
 			    op.iov_count, op.len});
 }
 
+void Sender::payload(Pkt *pkt, const TxOp &op, uint64_t off, size_t n, v4::Writer &w)
+{
+	uint64_t in = off; /* offset within iov i */
+	for (size_t i = 0; i < op.iov_count; i++) {
+		const size_t l = op.iov[i].iov_len;
+		if (in >= l) {
+			in -= l;
+			continue;
+		}
+		const uint8_t *at = static_cast<const uint8_t *>(op.iov[i].iov_base) + in;
+		if (in + n <= l && port_.tx_data_lkey(op.desc[i], at, n, pkt->data_lkey)) {
+			pkt->data = at;
+			pkt->data_len = uint32_t(n);
+			return;
+		}
+		break;
+	}
+	iov_to_buf(op.iov, op.iov_count, off, w.reserve(n), n);
+}
+
 void Sender::post_medium(TxOp &op, uint16_t flags, size_t seg)
 {
 	const bool tagged = op.kind == TxKind::Tagged, dc = op.need_receipt;
@@ -53,7 +73,7 @@ void Sender::post_medium(TxOp &op, uint16_t flags, size_t seg)
 		if (tagged)
 			w.u64(op.tag);
 		req_opts(w, *op.peer, flags, op.data);
-		iov_to_buf(op.iov, op.iov_count, off, w.reserve(n), n);
+		payload(pkt, op, off, n, w);
 		pkt->len = uint32_t(w.size());
 		op.sent += n;
 		port_.tx_post_more(pkt);

@@ -53,6 +53,14 @@ public:
 	 * tx_post). Nothing else may post in between. */
 	virtual void tx_post_more(Pkt *pkt) { tx_post(pkt); }
 	virtual void tx_ring() {}
+	/* The local key under which the device may read [buf, buf + len) in place: `desc`
+	 * is a registration of this domain that covers it, and the device takes a second
+	 * SGE. False: the caller copies. */
+	virtual bool tx_data_lkey(void *desc, const void *buf, size_t len, uint32_t &lkey)
+	{
+		(void)desc, (void)buf, (void)len, (void)lkey;
+		return false;
+	}
 	/* A buffer taken and not used after all. */
 	virtual void tx_put(Pkt *pkt) = 0;
 	/* Our HANDSHAKE to p (the first packet to a peer goes after it). */
@@ -344,6 +352,10 @@ private:
 	 * to use). */
 	ssize_t inject_too_long(uint64_t len, const char *instead) const;
 	void post_medium(TxOp &op, uint16_t flags, size_t seg);
+	/* Bytes [off, off + n) of op's buffers as pkt's payload, after what w wrote: in
+	 * place (a second SGE, Pkt::data) when they lie in one iov the device can read
+	 * (TxPort::tx_data_lkey), else copied on through w. */
+	void payload(Pkt *pkt, const TxOp &op, uint64_t off, size_t n, v4::Writer &w);
 	void post_longcts(TxOp &op, uint16_t flags, size_t room);
 	int longread_send(TxOp &op, uint16_t flags);
 	/* Emulated RMA and atomics (pkt_rma.cpp, pkt_atomic.cpp). */
