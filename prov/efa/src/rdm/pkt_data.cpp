@@ -71,9 +71,9 @@ bool Sender::respond_read(Peer &p, uint32_t recv_id, uint64_t len, uint64_t wind
 	op->responder = true;
 	op->peer = &p;
 	op->addr = p.addr;
-	std::copy(src, src + count, op->iov);
-	op->iov_count = count;
-	op->len = len;
+	/* No descriptors: the region the requester's key names is copied into the
+	 * packets (Sender::payload must not read a descriptor left by an earlier use). */
+	op->set_iov(src, nullptr, count, len);
 	op->peer_id = recv_id;
 	op->window = window;
 	op->id = ids_.add(op); /* its requester's CTS names it */
