@@ -700,9 +700,9 @@ void Runtime::flush_tx()
 		const ssize_t r = sendmsg(fd, &m, MSG_DONTWAIT);
 		const int err = r < 0 ? errno : 0;
 		if (err == EINVAL || err == EIO || err == EMSGSIZE || err == ENOPROTOOPT || err == EOPNOTSUPP) {
-			/* No offload toward this peer (EINVAL: a path MTU below the segment size;
-			 * EIO: no checksum offload on its route): datagram by datagram, now and
-			 * from now on. */
+			/* No offload toward this peer (EMSGSIZE: a path MTU below the segment
+			 * size, as the namespace test's veth gives; EINVAL, EIO: other limits of
+			 * the offload): datagram by datagram, now and from now on. */
 			SIM_INFO("QP %u -> %u: the kernel refused UDP segmentation offload (%s); sending "
 				 "datagram by datagram to this peer",
 				 p->qp->qpn, p->qpn, strerror(err));
