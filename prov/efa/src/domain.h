@@ -86,6 +86,14 @@ inline Mr *mr_from_desc(void *desc, const Domain *dom)
 	return m && m->hdr.magic == Mr::kMagic && m->dom == dom ? m : nullptr;
 }
 
+/* The Mr behind `desc` when it also covers [buf, buf + len), or null. */
+inline Mr *mr_covering(void *desc, const Domain *dom, const void *buf, size_t len)
+{
+	Mr *m = mr_from_desc(desc, dom);
+	const uintptr_t a = reinterpret_cast<uintptr_t>(buf);
+	return m && a >= m->addr && a - m->addr + len <= m->len ? m : nullptr;
+}
+
 extern fi_ops_mr g_mr_ops;
 
 } // namespace efa

@@ -474,10 +474,8 @@ void EpTxPort::tx_handshake(Peer &p) { ep_.send_handshake(p); }
 
 int EpTxPort::tx_read_key(void *buf, size_t len, void *desc, InternalMr &reg, uint64_t &key)
 {
-	const Mr *mr = mr_from_desc(desc, ep_.dom);
-	const uintptr_t a = reinterpret_cast<uintptr_t>(buf);
-	if (mr && (mr->access & FI_REMOTE_READ) && ep_.dom->dev->rdma_read() && a >= mr->addr &&
-	    a - mr->addr + len <= mr->len) {
+	const Mr *mr = mr_covering(desc, ep_.dom, buf, len);
+	if (mr && (mr->access & FI_REMOTE_READ) && ep_.dom->dev->rdma_read()) {
 		key = mr->mr.key;
 		return 0;
 	}
@@ -491,22 +489,16 @@ bool EpTxPort::tx_device_ok(const TxOp &op)
 {
 	if (op.iov_count > ep_.qp.features().max_send_sge)
 		return false;
-	for (size_t i = 0; i < op.iov_count; i++) {
-		if (!op.iov[i].iov_len)
-			continue;
-		const Mr *mr = mr_from_desc(op.desc[i], ep_.dom);
-		const uintptr_t a = reinterpret_cast<uintptr_t>(op.iov[i].iov_base);
-		if (!mr || a < mr->addr || a - mr->addr + op.iov[i].iov_len > mr->len)
+	for (size_t i = 0; i < op.iov_count; i++)
+		if (op.iov[i].iov_len && !mr_covering(op.desc[i], ep_.dom, op.iov[i].iov_base, op.iov[i].iov_len))
 			return false;
-	}
 	return true;
 }
 
 bool EpTxPort::tx_data_lkey(void *desc, const void *buf, size_t len, uint32_t &lkey)
 {
-	const Mr *mr = mr_from_desc(desc, ep_.dom);
-	const uintptr_t a = reinterpret_cast<uintptr_t>(buf);
-	if (!mr || ep_.qp.features().max_send_sge < 2 || a < mr->addr || a - mr->addr + len > mr->len)
+	const Mr *mr = mr_covering(desc, ep_.dom, buf, len);
+	if (!mr || ep_.qp.features().max_send_sge < 2)
 		return false;
 	lkey = mr->vmr.lkey();
 	return true;

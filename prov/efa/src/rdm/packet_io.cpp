@@ -214,35 +214,21 @@ PacketIo::~PacketIo()
 
 void PacketIo::posted(Peer &p) { p.posted++; }
 
-/* count_sent() undone: the device refused the burst at its doorbell. */
-void PacketIo::uncount_sent(Pkt *pkt)
-{
-	Peer &p = *pkt->peer;
-	p.posted--;
-	const uint8_t type = pkt->len ? pkt->buf[0] : 0;
-	const uint32_t bytes = pkt->len + pkt->data_len;
-	stats.tx_pkts[type]--;
-	stats.tx_bytes[type] -= bytes;
-	p.tx_pkts--;
-	p.tx_bytes -= bytes;
-	if (pkt->rnr_tries) {
-		stats.rnr_resent--;
-		p.rnr_resent--;
-	}
-}
-
+/* The statistics of a packet the device took (Sign 1), or, when the doorbell of its
+ * burst was refused, did not take after all (-1). */
+template <int Sign>
 inline void PacketIo::count_sent(Pkt *pkt, uint32_t bytes)
 {
 	Peer &p = *pkt->peer;
-	posted(p);
+	p.posted += Sign;
 	const uint8_t type = pkt->len ? pkt->buf[0] : 0;
-	stats.tx_pkts[type]++;
-	stats.tx_bytes[type] += bytes;
-	p.tx_pkts++;
-	p.tx_bytes += bytes;
+	stats.tx_pkts[type] += Sign;
+	stats.tx_bytes[type] += Sign * int64_t(bytes);
+	p.tx_pkts += Sign;
+	p.tx_bytes += Sign * int64_t(bytes);
 	if (pkt->rnr_tries) {
-		stats.rnr_resent++;
-		p.rnr_resent++;
+		stats.rnr_resent += Sign;
+		p.rnr_resent += Sign;
 	}
 }
 
@@ -254,7 +240,7 @@ int PacketIo::send(Pkt *pkt)
 	const verbs::Sge sge{reinterpret_cast<uintptr_t>(pkt->buf), pkt->len, pkt->lkey};
 	const int r = qp_->send(reinterpret_cast<uint64_t>(pkt), p.dest, {&sge, 1}, 0, 0);
 	if (!r)
-		count_sent(pkt, pkt->len);
+		count_sent<1>(pkt, pkt->len);
 	return r;
 }
 
@@ -269,7 +255,7 @@ int PacketIo::post_sges(Pkt *pkt, uint32_t flags)
 		sge[n++] = {reinterpret_cast<uintptr_t>(pkt->data), pkt->data_len, pkt->data_lkey};
 	const int r = qp_->send(reinterpret_cast<uint64_t>(pkt), pkt->peer->dest, {sge, n}, 0, flags);
 	if (!r)
-		count_sent(pkt, pkt->len + pkt->data_len);
+		count_sent<1>(pkt, pkt->len + pkt->data_len);
 	return r;
 }
 
@@ -285,7 +271,7 @@ int PacketIo::ring(std::vector<Pkt *> &refused)
 	const int r = qp_->flush();
 	if (r) {
 		for (Pkt *pkt : burst_)
-			uncount_sent(pkt);
+			count_sent<-1>(pkt, pkt->len + pkt->data_len);
 		refused.swap(burst_);
 	}
 	burst_.clear();

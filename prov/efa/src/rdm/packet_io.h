@@ -154,10 +154,10 @@ public:
 
 private:
 	/* The statistics of a packet on the device (inline in packet_io.cpp: every send
-	 * takes it). */
+	 * takes it), or of one a refused doorbell took back (Sign -1). */
+	template <int Sign>
 	[[gnu::always_inline]] inline void count_sent(Pkt *pkt, uint32_t bytes);
 	int post_sges(Pkt *pkt, uint32_t flags);
-	void uncount_sent(Pkt *pkt);
 	verbs::Qp *qp_ = nullptr;
 	std::vector<Pkt *> burst_; /* sent with send_more, doorbell not rung yet */
 	PktPool tx_, rx_;
