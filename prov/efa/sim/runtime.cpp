@@ -340,18 +340,19 @@ void Runtime::engine_main()
 }
 
 /* The device's own staging memory, as a NIC has its own: built when the device opens,
- * never grown. recvmmsg changes only each header's name and control lengths (drain
- * resets them). */
+ * never grown, and left untouched (new[] without value-initialisation) so that an idle
+ * device holds no resident memory for it. recvmmsg changes only each header's name and
+ * control lengths (drain resets them). */
 void Runtime::init_staging()
 {
 	const size_t slot = rx_slot_size();
-	rx_mem.resize(slot * kRxBatch);
+	rx_mem.reset(new uint8_t[slot * kRxBatch]);
 	rx_iov.resize(kRxBatch);
 	rx_from.resize(kRxBatch);
 	rx_msgs.resize(kRxBatch);
 	rx_ctl.resize(kRxCtl * kRxBatch);
 	for (unsigned i = 0; i < kRxBatch; i++) {
-		rx_iov[i] = {rx_mem.data() + i * slot, slot};
+		rx_iov[i] = {rx_mem.get() + i * slot, slot};
 		rx_msgs[i].msg_hdr = msghdr{};
 		rx_msgs[i].msg_hdr.msg_name = &rx_from[i];
 		rx_msgs[i].msg_hdr.msg_namelen = sizeof rx_from[i];
@@ -360,7 +361,7 @@ void Runtime::init_staging()
 		rx_msgs[i].msg_hdr.msg_control = rx_ctl.data() + i * kRxCtl;
 		rx_msgs[i].msg_hdr.msg_controllen = kRxCtl;
 	}
-	rx_scratch.resize(slot);
+	rx_scratch.reset(new uint8_t[slot]);
 	rx_dgrams.resize(kRxBatch * kRxMaxSegs);
 	rx_order.resize(rx_dgrams.size());
 	/* What a batch copies is part of its bytes (batch_takes bounds them). */
@@ -450,8 +451,8 @@ void Runtime::drain(Qp *qp)
 			if (reinterpret_cast<uintptr_t>(at) % alignof(WireHdr)) {
 				/* Cut out of a coalesced buffer at an offset the header cannot be read
 				 * at in place (datagrams whose size is not a multiple of 8). */
-				std::memcpy(rx_scratch.data(), at, d.len);
-				at = rx_scratch.data();
+				std::memcpy(rx_scratch.get(), at, d.len);
+				at = rx_scratch.get();
 			}
 			process_datagram(qp, at, d.len, from[d.slot]);
 		}

@@ -589,7 +589,8 @@ struct Runtime {
 	bool gso_ok; /* EFASIM_GSO and the kernel has UDP_SEGMENT (init_staging) */
 
 	/* receive staging (Runtime::lock) */
-	std::vector<uint8_t> rx_mem;
+	/* Not value-initialised: its pages become resident as datagrams land in them. */
+	std::unique_ptr<uint8_t[]> rx_mem;
 	std::vector<mmsghdr> rx_msgs; /* drain's receive batch, over rx_mem */
 	std::vector<iovec> rx_iov;
 	std::vector<sockaddr_in> rx_from;
@@ -601,7 +602,7 @@ struct Runtime {
 		uint8_t slot, path;
 	};
 	std::vector<RxDgram> rx_dgrams;
-	std::vector<uint8_t> rx_scratch; /* a cut datagram whose header is not aligned */
+	std::unique_ptr<uint8_t[]> rx_scratch; /* a cut datagram whose header is not aligned */
 	std::vector<uint16_t> rx_order;
 	uint32_t rx_slot;
 
