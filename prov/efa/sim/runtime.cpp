@@ -340,13 +340,13 @@ void Runtime::engine_main()
 }
 
 /* The device's own staging memory, as a NIC has its own: built when the device opens,
- * never grown, and left untouched (new[] without value-initialisation) so that an idle
- * device holds no resident memory for it. recvmmsg changes only each header's name and
- * control lengths (drain resets them). */
+ * never grown, and not written (make_unique_for_overwrite) so that an idle device holds
+ * no resident memory for it. recvmmsg changes only each header's name and control
+ * lengths (drain resets them). */
 void Runtime::init_staging()
 {
 	const size_t slot = rx_slot_size();
-	rx_mem.reset(new uint8_t[slot * kRxBatch]);
+	rx_mem = std::make_unique_for_overwrite<uint8_t[]>(slot * kRxBatch);
 	rx_iov.resize(kRxBatch);
 	rx_from.resize(kRxBatch);
 	rx_msgs.resize(kRxBatch);
@@ -361,7 +361,7 @@ void Runtime::init_staging()
 		rx_msgs[i].msg_hdr.msg_control = rx_ctl.data() + i * kRxCtl;
 		rx_msgs[i].msg_hdr.msg_controllen = kRxCtl;
 	}
-	rx_scratch.reset(new uint8_t[slot]);
+	rx_scratch = std::make_unique_for_overwrite<uint8_t[]>(slot);
 	rx_dgrams.resize(kRxBatch * kRxMaxSegs);
 	rx_order.resize(rx_dgrams.size());
 	/* What a batch copies is part of its bytes (batch_takes bounds them). */

@@ -589,8 +589,7 @@ struct Runtime {
 	bool gso_ok; /* EFASIM_GSO and the kernel has UDP_SEGMENT (init_staging) */
 
 	/* receive staging (Runtime::lock) */
-	/* Not value-initialised: its pages become resident as datagrams land in them. */
-	std::unique_ptr<uint8_t[]> rx_mem;
+	std::unique_ptr<uint8_t[]> rx_mem; /* not written before recvmmsg (init_staging) */
 	std::vector<mmsghdr> rx_msgs; /* drain's receive batch, over rx_mem */
 	std::vector<iovec> rx_iov;
 	std::vector<sockaddr_in> rx_from;
